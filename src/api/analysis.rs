@@ -1,0 +1,253 @@
+//! What is measured at every interval and the limits that judge it.
+
+use kube::KubeSchema;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use super::quantity::{Limit, DURATION_PATTERN, PERCENT_PATTERN};
+
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, KubeSchema)]
+#[serde(rename_all = "camelCase")]
+#[x_kube(
+    validation = Rule::new("self.checks.all(c, has(c.metric) || has(c.name))").message("a check with a custom query needs a name").field_path(".checks"),
+    validation = Rule::new("self.checks.all(c, self.checks.exists_one(d, (has(d.name) ? d.name : d.metric) == (has(c.name) ? c.name : c.metric)))").message("check names must be unique (a built-in check is named after its metric)").field_path(".checks")
+)]
+pub struct Analysis {
+    pub prometheus: PrometheusSource,
+    /// How often the checks run; also the PromQL range (`{{interval}}`).
+    #[serde(default = "default_interval")]
+    #[schemars(regex(pattern = DURATION_PATTERN))]
+    pub interval: String,
+    /// Failed analyses tolerated in the experiment; one more rolls back.
+    #[serde(default = "default_failure_limit")]
+    #[schemars(range(min = 0, max = 100))]
+    pub failure_limit: i32,
+    /// Inconclusive analyses (no data, too few requests, Prometheus errors) tolerated.
+    #[serde(default = "default_inconclusive_limit")]
+    #[schemars(range(min = 0, max = 100))]
+    pub inconclusive_limit: i32,
+    /// What happens when `inconclusiveLimit` is exceeded.
+    #[serde(default)]
+    pub on_inconclusive: InconclusiveAction,
+    /// Requests each variant must serve in an interval for the analysis to count.
+    #[serde(default = "default_min_requests")]
+    #[schemars(range(min = 0))]
+    pub min_requests: i64,
+    /// Metric names of the app's exporter.
+    #[serde(default)]
+    pub metrics: MetricNames,
+    #[schemars(length(min = 1, max = 32))]
+    pub checks: Vec<Check>,
+    /// Compare per-interval samples with a Mann-Whitney U test in addition to the limits.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub statistical: Option<Statistical>,
+    /// Thread-count recommendation from the measured I/O share.
+    #[serde(default)]
+    pub recommendation: RecommendationSpec,
+}
+
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct PrometheusSource {
+    /// Base URL, e.g. `http://prometheus.monitoring:9090`.
+    #[schemars(regex(pattern = r"^https?://[^\s]+$"))]
+    pub url: String,
+}
+
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, JsonSchema, Default)]
+#[serde(rename_all = "camelCase")]
+pub enum InconclusiveAction {
+    #[default]
+    Rollback,
+    Pause,
+}
+
+/// Names as exported by the app; defaults are yabeda-rails and the reference images.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct MetricNames {
+    /// Request-duration histogram (without `_bucket`).
+    #[serde(default = "d_histogram")]
+    pub request_duration: String,
+    /// Request counter with a status label.
+    #[serde(default = "d_requests")]
+    pub requests_total: String,
+    /// The status label on the request counter.
+    #[serde(default = "d_status_label")]
+    pub status_label: String,
+    #[serde(default = "d_gvl_wait")]
+    pub gvl_wait_seconds: String,
+    #[serde(default = "d_io_wait")]
+    pub io_wait_seconds: String,
+    #[serde(default = "d_running")]
+    pub running_seconds: String,
+    /// Working-set memory per container (cAdvisor).
+    #[serde(default = "d_memory")]
+    pub memory: String,
+}
+
+impl Default for MetricNames {
+    fn default() -> Self {
+        Self {
+            request_duration: d_histogram(),
+            requests_total: d_requests(),
+            status_label: d_status_label(),
+            gvl_wait_seconds: d_gvl_wait(),
+            io_wait_seconds: d_io_wait(),
+            running_seconds: d_running(),
+            memory: d_memory(),
+        }
+    }
+}
+
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub enum BuiltinMetric {
+    /// A quantile of the request-duration histogram (seconds).
+    Latency,
+    /// Average working-set bytes per pod.
+    Memory,
+    /// Share of request time spent waiting for the GVL (0–1).
+    GvlWait,
+    /// Share of requests answered with 5xx (0–1).
+    ErrorRate,
+}
+
+impl BuiltinMetric {
+    pub fn name(self) -> &'static str {
+        match self {
+            BuiltinMetric::Latency => "latency",
+            BuiltinMetric::Memory => "memory",
+            BuiltinMetric::GvlWait => "gvlWait",
+            BuiltinMetric::ErrorRate => "errorRate",
+        }
+    }
+}
+
+/// One comparison: a built-in `metric` or a custom `query`, with absolute and/or relative limits.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, KubeSchema)]
+#[serde(rename_all = "camelCase")]
+#[x_kube(
+    validation = Rule::new("has(self.metric) != has(self.query)").message("set exactly one of metric or query").field_path(".metric"),
+    validation = Rule::new("has(self.min) || has(self.max) || has(self.maxIncrease)").message("a check needs at least one of min, max or maxIncrease").field_path(".max").reason(kube::core::Reason::FieldValueRequired),
+    validation = Rule::new("!has(self.quantile) || (has(self.metric) && self.metric == 'latency')").message("quantile is only valid for metric: latency").field_path(".quantile").reason(kube::core::Reason::FieldValueForbidden)
+)]
+pub struct Check {
+    /// Defaults to the metric's name; required for custom queries.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(regex(pattern = r"^[a-zA-Z][a-zA-Z0-9_-]{0,62}$"), length(max = 63))]
+    pub name: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub metric: Option<BuiltinMetric>,
+    /// Custom PromQL returning one value; `{{namespace}}`, `{{pods}}`, `{{interval}}`,
+    /// `{{container}}` are filled in per variant.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 4096))]
+    pub query: Option<String>,
+    /// Latency quantile, default 0.99.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0.01, max = 0.9999))]
+    pub quantile: Option<f64>,
+    /// The candidate must be at least this.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub min: Option<Limit>,
+    /// The candidate must be at most this (`500ms`, `15%`, `512Mi`, `5`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max: Option<Limit>,
+    /// The candidate may exceed the baseline of the same interval by at most this share.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(regex(pattern = PERCENT_PATTERN))]
+    pub max_increase: Option<String>,
+}
+
+impl Check {
+    /// The name shown in status and used as the metric label.
+    pub fn display_name(&self) -> String {
+        match (&self.name, self.metric) {
+            (Some(n), _) => n.clone(),
+            (None, Some(m)) => m.name().to_string(),
+            (None, None) => "custom".into(),
+        }
+    }
+}
+
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Statistical {
+    /// Significance level of the one-sided Mann-Whitney U test.
+    #[serde(default = "default_alpha")]
+    #[schemars(range(min = 0.0001, max = 0.5))]
+    pub alpha: f64,
+    /// Samples per variant before the test is applied.
+    #[serde(default = "default_min_samples")]
+    #[schemars(range(min = 3, max = 1000))]
+    pub min_samples: i32,
+}
+
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct RecommendationSpec {
+    /// Smallest gain of one more thread that is still worth it.
+    #[serde(default = "default_min_gain")]
+    #[schemars(regex(pattern = PERCENT_PATTERN))]
+    pub min_gain: String,
+    /// I/O share above which an async server is advised.
+    #[serde(default = "default_async_above")]
+    #[schemars(regex(pattern = PERCENT_PATTERN))]
+    pub async_above: String,
+}
+
+impl Default for RecommendationSpec {
+    fn default() -> Self {
+        Self {
+            min_gain: default_min_gain(),
+            async_above: default_async_above(),
+        }
+    }
+}
+
+fn default_interval() -> String {
+    "1m".into()
+}
+fn default_failure_limit() -> i32 {
+    1
+}
+fn default_inconclusive_limit() -> i32 {
+    3
+}
+fn default_min_requests() -> i64 {
+    50
+}
+fn default_alpha() -> f64 {
+    0.05
+}
+fn default_min_samples() -> i32 {
+    5
+}
+fn default_min_gain() -> String {
+    "5%".into()
+}
+fn default_async_above() -> String {
+    "95%".into()
+}
+fn d_histogram() -> String {
+    "rails_request_duration_seconds".into()
+}
+fn d_requests() -> String {
+    "rails_requests_total".into()
+}
+fn d_status_label() -> String {
+    "status".into()
+}
+fn d_gvl_wait() -> String {
+    "ruby_gvl_wait_seconds_total".into()
+}
+fn d_io_wait() -> String {
+    "ruby_io_wait_seconds_total".into()
+}
+fn d_running() -> String {
+    "ruby_running_seconds_total".into()
+}
+fn d_memory() -> String {
+    "container_memory_working_set_bytes".into()
+}

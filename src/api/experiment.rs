@@ -1,0 +1,130 @@
+//! The `ConcurrencyExperiment` custom resource.
+
+use kube::{CustomResource, KubeSchema};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use super::analysis::Analysis;
+use super::quantity::DURATION_PATTERN;
+use super::server::ServerConfig;
+use super::status::ConcurrencyExperimentStatus;
+use super::traffic::Traffic;
+
+/// Move a Deployment from one server config to another, judged stage by stage against the
+/// running baseline.
+#[derive(CustomResource, Serialize, Deserialize, Clone, Debug, PartialEq, KubeSchema)]
+#[kube(
+    group = "concurrency.dev",
+    version = "v1alpha1",
+    kind = "ConcurrencyExperiment",
+    plural = "concurrencyexperiments",
+    shortname = "cexp",
+    category = "all",
+    namespaced,
+    status = "ConcurrencyExperimentStatus",
+    derive = "PartialEq",
+    cel,
+    doc = "Canary of a Ruby server's concurrency configuration",
+    printcolumn(name = "Phase", type_ = "string", json_path = ".status.phase"),
+    printcolumn(name = "Stage", type_ = "string", json_path = ".status.stage"),
+    printcolumn(
+        name = "Weight",
+        type_ = "integer",
+        json_path = ".status.effectiveWeight",
+        description = "candidate share of ready pods or route weight, percent"
+    ),
+    printcolumn(name = "Verdict", type_ = "string", json_path = ".status.lastVerdict"),
+    printcolumn(
+        name = "Candidate",
+        type_ = "string",
+        json_path = ".status.candidate.summary",
+        priority = 1
+    ),
+    printcolumn(
+        name = "Age",
+        type_ = "date",
+        json_path = ".metadata.creationTimestamp"
+    )
+)]
+#[serde(rename_all = "camelCase")]
+#[x_kube(
+    validation = Rule::new("self.stages[size(self.stages) - 1].weight == 100").message("the last stage must have weight 100").field_path(".stages"),
+    validation = Rule::new("self.stages.map(s, s.weight).isSorted() && self.stages.all(s, self.stages.exists_one(t, t.weight == s.weight))").message("stage weights must be strictly increasing").field_path(".stages")
+)]
+pub struct ConcurrencyExperimentSpec {
+    /// The Deployment to change (same namespace); its pod template is the baseline.
+    pub target_ref: TargetRef,
+    /// The app container; default: the first container.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub container: Option<String>,
+    /// The server config to try.
+    pub candidate: ServerConfig,
+    #[serde(default)]
+    pub traffic: Traffic,
+    /// Candidate weights in percent with a minimum duration each; default 30/70/100 × 10m.
+    #[serde(default = "default_stages")]
+    #[schemars(length(min = 1, max = 20))]
+    pub stages: Vec<Stage>,
+    pub analysis: Analysis,
+    /// `auto` promotes after the last stage; `manual` holds there until approved.
+    #[serde(default)]
+    pub promotion: Promotion,
+    /// Approves a `manual` promotion (also: annotation `concurrency.dev/approve: "true"`).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub approved: bool,
+    /// Holds the current stage; analyses keep running but nothing advances.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub paused: bool,
+    /// Rolls back now (also: annotation `concurrency.dev/abort: "true"`).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub abort: bool,
+}
+
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct TargetRef {
+    /// Deployment name.
+    #[schemars(
+        regex(pattern = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"),
+        length(min = 1, max = 253)
+    )]
+    pub name: String,
+}
+
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Stage {
+    /// Candidate share of traffic, percent.
+    #[schemars(range(min = 1, max = 100))]
+    pub weight: i32,
+    /// Minimum time at this weight before it may advance.
+    #[serde(default = "default_stage_duration")]
+    #[schemars(regex(pattern = DURATION_PATTERN))]
+    pub duration: String,
+}
+
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, JsonSchema, Default)]
+#[serde(rename_all = "camelCase")]
+pub enum Promotion {
+    #[default]
+    Auto,
+    Manual,
+}
+
+/// Annotations a person can set with `kubectl annotate`.
+pub const ANNOTATION_ABORT: &str = "concurrency.dev/abort";
+pub const ANNOTATION_APPROVE: &str = "concurrency.dev/approve";
+
+pub fn default_stages() -> Vec<Stage> {
+    [30, 70, 100]
+        .into_iter()
+        .map(|weight| Stage {
+            weight,
+            duration: default_stage_duration(),
+        })
+        .collect()
+}
+
+fn default_stage_duration() -> String {
+    "10m".into()
+}

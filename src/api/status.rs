@@ -1,0 +1,247 @@
+//! Status: everything a person needs to understand the experiment without reading logs.
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use super::server::{ServerConfig, ServerKind};
+
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, JsonSchema, Default)]
+pub enum Phase {
+    #[default]
+    Pending,
+    Progressing,
+    Paused,
+    Promoting,
+    Succeeded,
+    RollingBack,
+    RolledBack,
+    Invalid,
+}
+
+impl Phase {
+    /// Finished phases: nothing more happens, and nothing is left to restore.
+    pub fn is_terminal(self) -> bool {
+        matches!(self, Phase::Succeeded | Phase::RolledBack | Phase::Invalid)
+    }
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Phase::Pending => "Pending",
+            Phase::Progressing => "Progressing",
+            Phase::Paused => "Paused",
+            Phase::Promoting => "Promoting",
+            Phase::Succeeded => "Succeeded",
+            Phase::RollingBack => "RollingBack",
+            Phase::RolledBack => "RolledBack",
+            Phase::Invalid => "Invalid",
+        }
+    }
+}
+
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, JsonSchema)]
+pub enum Verdict {
+    Pass,
+    Fail,
+    Inconclusive,
+}
+
+impl Verdict {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Verdict::Pass => "Pass",
+            Verdict::Fail => "Fail",
+            Verdict::Inconclusive => "Inconclusive",
+        }
+    }
+}
+
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema, Default)]
+#[serde(rename_all = "camelCase")]
+pub struct ConcurrencyExperimentStatus {
+    #[serde(default)]
+    pub phase: Phase,
+    /// `metadata.generation` this status was computed for.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub observed_generation: Option<i64>,
+    /// Index into `spec.stages` of the current stage.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stage_index: Option<i32>,
+    /// `2/3` — for people and the printer column.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stage: Option<String>,
+    /// When the current stage's weight was reached (its duration counts from here).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stage_started_at: Option<Time>,
+    /// The weight the current stage asks for, percent.
+    #[serde(default)]
+    pub planned_weight: i32,
+    /// The split actually in force, percent (e.g. 2 of 6 ready pods = 33).
+    #[serde(default)]
+    pub effective_weight: i32,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub baseline: Option<VariantStatus>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub candidate: Option<VariantStatus>,
+    /// The most recent analyses, newest last.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub analyses: Vec<AnalysisRecord>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_verdict: Option<Verdict>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_analysis_at: Option<Time>,
+    /// Failed analyses so far in this experiment.
+    #[serde(default)]
+    pub failed_analyses: i32,
+    /// Inconclusive analyses so far in this experiment.
+    #[serde(default)]
+    pub inconclusive_analyses: i32,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub conditions: Vec<Condition>,
+    /// The final (or in-progress) decision and why.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub decision: Option<Decision>,
+    /// One human sentence about what is happening now.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub recommendation: Option<Recommendation>,
+    /// What the target looked like before the experiment, so it can be restored exactly.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub original: Option<OriginalState>,
+}
+
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema, Default)]
+#[serde(rename_all = "camelCase")]
+pub struct VariantStatus {
+    pub deployment: String,
+    #[serde(default)]
+    pub replicas: i32,
+    #[serde(default)]
+    pub ready_replicas: i32,
+    /// `puma 2×4`.
+    pub summary: String,
+    /// The server config as rendered into (or read back from) the pod template.
+    pub config: RenderedServer,
+    /// Anchored regex of this variant's pod names, as used for `{{pods}}`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pods: Option<String>,
+}
+
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct AnalysisRecord {
+    pub at: Time,
+    /// Stage index the analysis ran in.
+    pub stage_index: i32,
+    /// Effective weight when it ran.
+    pub weight: i32,
+    pub verdict: Verdict,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub baseline_requests: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub candidate_requests: Option<f64>,
+    pub checks: Vec<CheckResult>,
+    /// Why the verdict, in one sentence.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+}
+
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct CheckResult {
+    pub name: String,
+    /// The candidate's query as sent to Prometheus.
+    pub query: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub baseline: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub candidate: Option<f64>,
+    /// The limits as written, e.g. `max 500ms, maxIncrease 10%`.
+    pub limit: String,
+    pub verdict: Verdict,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+}
+
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, JsonSchema)]
+pub enum DecisionAction {
+    Promote,
+    Rollback,
+}
+
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Decision {
+    pub action: DecisionAction,
+    /// Short category, also the Event reason (e.g. `CheckFailed`, `InconclusiveLimit`, `Aborted`).
+    pub reason: String,
+    pub message: String,
+    pub at: Time,
+}
+
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Recommendation {
+    /// Measured I/O share p = io / (running + io + gvlWait).
+    pub io_ratio: f64,
+    /// Largest thread count whose step still gains at least `minGain`.
+    pub threads: i32,
+    /// Above `asyncAbove` I/O an async server (Falcon) is advised.
+    pub async_server_advised: bool,
+    /// Amdahl speedup S(n) for n = 1.. (index 0 is n = 1).
+    pub speedups: Vec<f64>,
+    pub message: String,
+}
+
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema, Default)]
+#[serde(rename_all = "camelCase")]
+pub struct OriginalState {
+    /// The target's `spec.replicas` before the experiment.
+    pub replicas: i32,
+    /// The HTTPRoute's backendRefs before the experiment (gatewayAPI), as JSON.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub route_backend_refs: Option<String>,
+}
+
+/// A server config as it stands in a pod template. Unlike the spec's `ServerConfig` it carries
+/// no schema rules, so whatever the user's Deployment holds can be shown.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema, Default)]
+#[serde(rename_all = "camelCase")]
+pub struct RenderedServer {
+    pub server: ServerKind,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub workers: Option<i32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub threads: Option<i32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub min_threads: Option<i32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub command: Option<Vec<String>>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub args: Option<Vec<String>>,
+}
+
+impl From<&ServerConfig> for RenderedServer {
+    fn from(c: &ServerConfig) -> Self {
+        Self {
+            server: c.server,
+            workers: c.workers,
+            threads: c.threads,
+            min_threads: c.min_threads,
+            command: c.command.clone(),
+            args: c.args.clone(),
+        }
+    }
+}
+
+impl RenderedServer {
+    /// One line for people: `puma 2×6`, `falcon 2 workers`, `custom`.
+    pub fn summary(&self) -> String {
+        let n = |v: Option<i32>| v.map(|v| v.to_string()).unwrap_or_else(|| "?".into());
+        match self.server {
+            ServerKind::Puma => format!("puma {}×{}", n(self.workers), n(self.threads)),
+            ServerKind::Falcon => format!("falcon {} workers", n(self.workers)),
+            ServerKind::Custom => "custom".into(),
+        }
+    }
+}

@@ -1,0 +1,35 @@
+//! How the stage weight is applied to live traffic.
+
+use kube::KubeSchema;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, JsonSchema, Default)]
+pub enum Router {
+    /// Candidate pods join the target's existing Service; the split follows the replica ratio.
+    #[default]
+    #[serde(rename = "replicas")]
+    Replicas,
+    /// An HTTPRoute's backendRef weights split traffic between a baseline and a candidate Service.
+    #[serde(rename = "gatewayAPI")]
+    GatewayApi,
+}
+
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, KubeSchema, Default)]
+#[serde(rename_all = "camelCase")]
+#[x_kube(
+    validation = Rule::new("self.router != 'gatewayAPI' || has(self.httpRoute)").message("router gatewayAPI needs httpRoute").field_path(".httpRoute").reason(kube::core::Reason::FieldValueRequired),
+    validation = Rule::new("self.router == 'gatewayAPI' || !has(self.httpRoute)").message("httpRoute is only used by router gatewayAPI").field_path(".httpRoute").reason(kube::core::Reason::FieldValueForbidden)
+)]
+pub struct Traffic {
+    /// `replicas` (default) or `gatewayAPI`.
+    #[serde(default)]
+    pub router: Router,
+    /// HTTPRoute (same namespace) whose rules send traffic to the target; gatewayAPI only.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub http_route: Option<String>,
+    /// The Service in front of the target; default: the Service the HTTPRoute points at, or
+    /// the one whose selector matches the target's pods.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub service: Option<String>,
+}

@@ -1,0 +1,8 @@
+//! concurrency-operator: canaries concurrency configurations of Ruby web servers.
+//!
+//! The pure core (`api`, `plan`, `workload`, `traffic`, `analysis`) has no I/O; `controller`
+//! and `telemetry` are the thin shell around it.
+
+pub mod api;
+pub mod plan;
+pub mod traffic;

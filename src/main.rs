@@ -1,0 +1,3 @@
+fn main() {
+    print!("{}", concurrency_operator::api::crd_yaml().expect("crd"));
+}

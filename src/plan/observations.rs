@@ -1,0 +1,101 @@
+//! What the shell tells the stage machine, and what the stage machine asks the shell to do.
+
+use std::time::Duration;
+
+use jiff::Timestamp;
+
+use crate::api::{AnalysisRecord, ConcurrencyExperimentStatus, Recommendation, RenderedServer};
+
+/// Everything the shell observed in one reconcile.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Observations {
+    pub now: Timestamp,
+    /// `metadata.generation` of the experiment.
+    pub generation: i64,
+    /// The experiment has a deletion timestamp: restore the baseline, then let it go.
+    pub deleting: bool,
+    /// `spec.abort` or the `concurrency.dev/abort` annotation.
+    pub abort_requested: bool,
+    /// `spec.approved` or the `concurrency.dev/approve` annotation.
+    pub approved: bool,
+    /// A problem with the spec the schema could not catch (e.g. the named container does not
+    /// exist, another experiment already owns the target). Leads to `Invalid`.
+    pub spec_error: Option<String>,
+    /// The target Deployment; `None` when it does not exist.
+    pub target: Option<TargetState>,
+    /// The candidate Deployment; `None` when it does not exist (yet, or any more).
+    pub candidate: Option<DeploymentState>,
+    /// The split currently applied by the router, percent of traffic to the candidate.
+    /// For `replicas` this is derived from ready pods; for `gatewayAPI` it is the route weight.
+    pub effective_weight: i32,
+    /// Set when the shell ran an analysis in this reconcile (because `analysis_due` said so).
+    pub analysis: Option<AnalysisOutcome>,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct TargetState {
+    pub deployment: DeploymentState,
+    /// The server config read back from the target's pod template.
+    pub baseline: RenderedServer,
+    /// The target's template already carries the candidate config (promotion written).
+    pub runs_candidate_config: bool,
+}
+
+#[derive(Clone, Debug, PartialEq, Default)]
+pub struct DeploymentState {
+    /// `spec.replicas`.
+    pub replicas: i32,
+    /// `status.readyReplicas`.
+    pub ready_replicas: i32,
+    /// The controller has observed the latest generation and all replicas are updated,
+    /// available and no old ones remain (what `kubectl rollout status` waits for).
+    pub rolled_out: bool,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct AnalysisOutcome {
+    pub record: AnalysisRecord,
+    /// Present when the I/O share could be measured in this analysis.
+    pub recommendation: Option<Recommendation>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum EventType {
+    Normal,
+    Warning,
+}
+
+/// What the shell must do, in order. Each is idempotent: repeating it after a crash is safe.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Action {
+    /// Create or update (server-side apply) the candidate Deployment with this many replicas,
+    /// and for `gatewayAPI` its Service.
+    EnsureCandidate { replicas: i32 },
+    /// Set the target Deployment's `spec.replicas`.
+    ScaleTarget { replicas: i32 },
+    /// `gatewayAPI`: ensure the baseline/candidate Services and set the HTTPRoute weights.
+    SetRouteWeights { candidate_weight: i32 },
+    /// `gatewayAPI`: put the HTTPRoute's original backendRefs back.
+    RestoreRoute,
+    /// Write the candidate server config into the target's pod template.
+    PromoteTarget,
+    /// Delete the candidate Deployment and the Services the operator made.
+    RemoveCandidate,
+    /// Record a Kubernetes Event on the experiment.
+    Event {
+        type_: EventType,
+        reason: String,
+        message: String,
+    },
+}
+
+/// The stage machine's answer.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Step {
+    pub actions: Vec<Action>,
+    pub status: ConcurrencyExperimentStatus,
+    /// When to look again even if nothing changes.
+    pub requeue_after: Option<Duration>,
+    /// Deletion: the baseline is restored and the finalizer may be removed.
+    pub release_finalizer: bool,
+}

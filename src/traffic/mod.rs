@@ -1,0 +1,5 @@
+//! Routers: how a stage weight becomes a traffic split.
+
+mod split;
+
+pub use split::*;
