@@ -11,7 +11,7 @@ use serde::{Deserialize, Serialize};
 /// Regex the CRD schema enforces on every duration field; kept next to the parser it mirrors.
 pub const DURATION_PATTERN: &str = r"^([0-9]+(\.[0-9]+)?(ms|s|m|h))+$";
 /// Regex for limits written as strings.
-pub const LIMIT_PATTERN: &str = r"^-?[0-9]+(\.[0-9]+)?(ms|s|m|h|%|Ki|Mi|Gi|Ti|k|M|G|T)?$";
+pub const LIMIT_PATTERN: &str = r"^-?[0-9]+([.][0-9]+)?(ms|s|m|h|%|Ki|Mi|Gi|Ti|k|M|G|T)?$";
 /// Regex for relative limits (`maxIncrease`).
 pub const PERCENT_PATTERN: &str = r"^[0-9]+(\.[0-9]+)?%$";
 
@@ -117,10 +117,15 @@ impl schemars::JsonSchema for Limit {
         "Limit".into()
     }
     fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
-        // Same shape as Kubernetes' IntOrString so `max: 5` and `max: "500ms"` are both accepted.
+        // Same shape as Kubernetes' IntOrString so `max: 5` and `max: "500ms"` are both accepted;
+        // a structural schema cannot put a pattern on only the string branch, so CEL checks it.
         schemars::json_schema!({
             "x-kubernetes-int-or-string": true,
-            "anyOf": [{"type": "integer"}, {"type": "string", "pattern": LIMIT_PATTERN}]
+            "anyOf": [{"type": "integer"}, {"type": "string"}],
+            "x-kubernetes-validations": [{
+                "rule": format!("string(self).matches('{LIMIT_PATTERN}')"),
+                "message": "must be a number or a number with a unit: 500ms, 2s, 15%, 512Mi, 5",
+            }]
         })
     }
 }
