@@ -99,6 +99,18 @@ fn committed_crd_is_current() {
 }
 
 #[test]
+fn helm_chart_ships_the_same_crd() {
+    let chart = std::fs::read_to_string(
+        root().join("charts/concurrency-operator/crds/concurrencyexperiments.concurrency.dev.yaml"),
+    )
+    .unwrap();
+    assert!(
+        chart == crd_yaml().unwrap(),
+        "the chart's CRD drifted: copy crds/concurrencyexperiments.concurrency.dev.yaml into charts/concurrency-operator/crds/"
+    );
+}
+
+#[test]
 fn examples_are_accepted_and_parse() {
     let examples = yaml_files("examples");
     assert!(examples.len() >= 2);

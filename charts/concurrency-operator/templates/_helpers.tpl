@@ -1,0 +1,52 @@
+{{- define "cop.name" -}}
+{{- .Chart.Name | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
+{{- define "cop.fullname" -}}
+{{- if contains .Chart.Name .Release.Name -}}
+{{- .Release.Name | trunc 63 | trimSuffix "-" -}}
+{{- else -}}
+{{- printf "%s-%s" .Release.Name .Chart.Name | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+{{- end -}}
+
+{{- define "cop.labels" -}}
+app.kubernetes.io/name: {{ include "cop.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
+{{- end -}}
+
+{{- define "cop.selectorLabels" -}}
+app.kubernetes.io/name: {{ include "cop.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+{{- end -}}
+
+{{/* The rules the operator needs in a namespace it watches. No Secrets, no wildcards. */}}
+{{- define "cop.namespacedRules" -}}
+- apiGroups: ["concurrency.dev"]
+  resources: ["concurrencyexperiments"]
+  verbs: ["get", "list", "watch", "patch", "update"]
+- apiGroups: ["concurrency.dev"]
+  resources: ["concurrencyexperiments/status"]
+  verbs: ["get", "patch", "update"]
+- apiGroups: ["concurrency.dev"]
+  resources: ["concurrencyexperiments/finalizers"]
+  verbs: ["update"]
+- apiGroups: ["apps"]
+  resources: ["deployments"]
+  verbs: ["get", "list", "watch", "create", "patch", "update", "delete"]
+- apiGroups: ["apps"]
+  resources: ["replicasets"]
+  verbs: ["get", "list", "watch"]
+- apiGroups: [""]
+  resources: ["services"]
+  verbs: ["get", "list", "watch", "create", "patch", "update", "delete"]
+- apiGroups: ["gateway.networking.k8s.io"]
+  resources: ["httproutes"]
+  verbs: ["get", "list", "watch", "patch", "update"]
+- apiGroups: ["events.k8s.io"]
+  resources: ["events"]
+  verbs: ["create", "patch"]
+{{- end -}}
