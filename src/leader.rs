@@ -79,10 +79,32 @@ pub fn default_identity() -> String {
     format!("{host}-{suffix}")
 }
 
+/// A client for the election alone. kube's default read timeout is none, so a renewal
+/// stuck on an unresponsive API server would keep this replica "leading" long after its
+/// lease expired and the other replica took over. Bounding every call to a quarter of the
+/// renew grace makes a renewal (a PATCH and a GET) fail, and this replica step down, before
+/// the lease can expire. Retries are left to the election loop, which steps down first.
+pub fn lease_client(config: kube::Config, leader: &LeaderConfig) -> Result<Client, LeaderError> {
+    Client::try_from(lease_client_config(config, leader)).map_err(LeaderError::Client)
+}
+
+pub fn lease_client_config(mut config: kube::Config, leader: &LeaderConfig) -> kube::Config {
+    let per_call = (leader.renew_grace / 4).max(Duration::from_millis(500));
+    config.connect_timeout = Some(per_call);
+    config.write_timeout = Some(per_call);
+    config.read_timeout = Some(per_call);
+    // Otherwise time a pooled connection sat idle counts against the read timeout.
+    config.reset_reader_on_write = true;
+    config.default_retry = false;
+    config
+}
+
 #[derive(Debug, thiserror::Error)]
 pub enum LeaderError {
     #[error("invalid leader election settings: {0}")]
     Config(String),
+    #[error("building the leader election client: {0}")]
+    Client(#[source] kube::Error),
     #[error("leader election lease: {0}")]
     Lease(#[from] LeaseManagerError),
 }
@@ -91,6 +113,7 @@ impl LeaderError {
     pub fn category(&self) -> &'static str {
         match self {
             LeaderError::Config(_) => "LeaderConfigInvalid",
+            LeaderError::Client(_) => "LeaderClient",
             LeaderError::Lease(_) => "LeaderLease",
         }
     }

@@ -324,3 +324,49 @@ fn default_identity_is_pod_name_plus_suffix() {
         .chars()
         .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit()));
 }
+
+#[test]
+fn lease_client_bounds_every_call_inside_the_grace() {
+    let base = kube::Config::new("http://127.0.0.1:1".parse().unwrap());
+    assert_eq!(
+        base.read_timeout, None,
+        "kube's default would let a renewal hang"
+    );
+    let c = lease_client_config(base, &config("a", 15, 5));
+    assert_eq!(c.read_timeout, Some(Duration::from_millis(1250)));
+    assert_eq!(c.write_timeout, Some(Duration::from_millis(1250)));
+    assert_eq!(c.connect_timeout, Some(Duration::from_millis(1250)));
+    assert!(c.reset_reader_on_write);
+    assert!(!c.default_retry);
+}
+
+#[tokio::test]
+async fn a_hung_api_server_fails_the_call_instead_of_blocking() {
+    // Accepts connections and never answers.
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let _hold = tokio::spawn(async move {
+        let mut open = Vec::new();
+        while let Ok((stream, _)) = listener.accept().await {
+            open.push(stream);
+        }
+    });
+    crate::telemetry::install_crypto_provider();
+    let leader = config("pod-a-x1", 3, 2);
+    let base = kube::Config::new(format!("http://{addr}").parse().unwrap());
+    let client = lease_client(base, &leader).unwrap();
+    let started = tokio::time::Instant::now();
+    let result = tokio::time::timeout(
+        Duration::from_secs(5),
+        LeaderElection::start(client, leader, Metrics::new(), CancellationToken::new()),
+    )
+    .await
+    .expect("bounded by the client timeouts");
+    let err = result.err().expect("no answer is an error");
+    assert_eq!(err.category(), "LeaderLease");
+    assert!(
+        started.elapsed() < Duration::from_secs(2),
+        "{:?}",
+        started.elapsed()
+    );
+}
