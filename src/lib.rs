@@ -6,3 +6,4 @@
 pub mod api;
 pub mod plan;
 pub mod traffic;
+pub mod workload;
