@@ -1,7 +1,10 @@
 //! Small builders for tests of rendering and routing.
 
 use k8s_openapi::api::apps::v1::Deployment;
-use k8s_openapi::api::core::v1::{Container, ContainerPort, EnvVar, Service};
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::core::v1::{Container, ContainerPort, EnvVar, ResourceRequirements, Service};
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use serde_json::json;
 
 use crate::api::{ConcurrencyExperiment, FalconMode, FalconOptions, ServerConfig, ServerKind};
@@ -132,4 +135,22 @@ pub fn service(name: &str) -> Service {
         }
     }))
     .unwrap()
+}
+
+/// Owned `(name, value)` pairs, to compare with [`env_pairs`].
+pub fn pairs(list: &[(&str, &str)]) -> Vec<(String, String)> {
+    list.iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect()
+}
+
+/// Resources with only a memory limit.
+pub fn memory(limit: &str) -> ResourceRequirements {
+    ResourceRequirements {
+        limits: Some(BTreeMap::from([(
+            "memory".to_string(),
+            Quantity(limit.to_string()),
+        )])),
+        ..ResourceRequirements::default()
+    }
 }

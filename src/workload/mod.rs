@@ -15,6 +15,8 @@ pub use names::*;
 pub use render::*;
 
 #[cfg(test)]
+mod deployment_tests;
+#[cfg(test)]
 pub(crate) mod fixtures;
 #[cfg(test)]
-mod tests;
+mod render_tests;
