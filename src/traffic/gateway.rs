@@ -150,6 +150,28 @@ pub fn route_weight(route: &Value, baseline_svc: &str, candidate_svc: &str) -> O
         .max()
 }
 
+/// The core Services (in the route's namespace) the route sends traffic to, in order.
+pub fn route_services(route: &Value) -> Vec<String> {
+    let namespace = route.pointer("/metadata/namespace").and_then(Value::as_str);
+    let mut names: Vec<String> = Vec::new();
+    let refs = route
+        .pointer("/spec/rules")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten();
+    for backend in refs
+        .filter_map(|r| r.get("backendRefs")?.as_array())
+        .flatten()
+    {
+        if let Some(name) = backend.get("name").and_then(Value::as_str) {
+            if refers_to(backend, name, namespace) && !names.iter().any(|n| n == name) {
+                names.push(name.to_string());
+            }
+        }
+    }
+    names
+}
+
 fn rules(route: &Value) -> Result<&Vec<Value>, WorkloadError> {
     route
         .pointer("/spec/rules")

@@ -6,12 +6,14 @@
 
 use std::collections::BTreeMap;
 
-use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet};
 use k8s_openapi::api::core::v1::{Service, ServicePort, ServiceSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::ResourceExt;
+use serde_json::Value;
 
-use crate::api::ConcurrencyExperiment;
+use super::route_services;
+use crate::api::{ConcurrencyExperiment, Traffic};
 use crate::workload::{
     baseline_service_name, candidate_service_name, experiment_owner_ref, target_match_labels,
     variant_labels, WorkloadError, POD_TEMPLATE_HASH, VARIANT_BASELINE, VARIANT_CANDIDATE,
@@ -50,6 +52,79 @@ pub fn candidate_service(
         VARIANT_CANDIDATE,
         selector,
     )
+}
+
+/// Annotation the Deployment controller keeps equal on a Deployment and its current ReplicaSet.
+const REVISION: &str = "deployment.kubernetes.io/revision";
+
+/// The `pod-template-hash` of the target's current ReplicaSet (owned by the target, same
+/// revision), for [`baseline_service`]. `None` while the Deployment controller has not made it.
+pub fn current_pod_template_hash(
+    target: &Deployment,
+    replica_sets: &[ReplicaSet],
+) -> Option<String> {
+    let revision = target.annotations().get(REVISION)?;
+    let uid = target.uid()?;
+    replica_sets
+        .iter()
+        .filter(|rs| {
+            rs.owner_references()
+                .iter()
+                .any(|o| o.uid == uid && o.controller == Some(true))
+        })
+        .find(|rs| rs.annotations().get(REVISION) == Some(revision))
+        .and_then(|rs| rs.labels().get(POD_TEMPLATE_HASH).cloned())
+}
+
+/// The user's Service in front of the target: `spec.traffic.service` if set, else the one
+/// Service whose selector matches the target's pods — among those the HTTPRoute sends traffic
+/// to, when there is a route.
+pub fn target_service<'a>(
+    target: &Deployment,
+    traffic: &Traffic,
+    services: &'a [Service],
+    route: Option<&Value>,
+) -> Result<&'a Service, WorkloadError> {
+    if let Some(name) = &traffic.service {
+        return services
+            .iter()
+            .find(|s| s.name_any() == *name)
+            .ok_or_else(|| WorkloadError::ServiceNotFound {
+                service: name.clone(),
+            });
+    }
+    let pod_labels = target
+        .spec
+        .as_ref()
+        .and_then(|s| s.template.metadata.as_ref())
+        .and_then(|m| m.labels.clone())
+        .unwrap_or_default();
+    let in_route = route.map(route_services);
+    let matching: Vec<&Service> = services
+        .iter()
+        .filter(|s| {
+            let selector = s.spec.as_ref().and_then(|s| s.selector.as_ref());
+            selector.is_some_and(|sel| {
+                !sel.is_empty() && sel.iter().all(|(k, v)| pod_labels.get(k) == Some(v))
+            })
+        })
+        .filter(|s| {
+            in_route
+                .as_ref()
+                .is_none_or(|names| names.contains(&s.name_any()))
+        })
+        .collect();
+    match matching.as_slice() {
+        [one] => Ok(one),
+        [] => Err(WorkloadError::NoTargetService {
+            deployment: target.name_any(),
+            via_route: route.is_some(),
+        }),
+        many => Err(WorkloadError::AmbiguousTargetService {
+            deployment: target.name_any(),
+            services: many.iter().map(|s| s.name_any()).collect(),
+        }),
+    }
 }
 
 fn variant_service(
@@ -150,6 +225,89 @@ mod tests {
                 }
             );
         }
+    }
+
+    fn named(name: &str, selector: &[(&str, &str)]) -> Service {
+        let mut s = service(name);
+        s.spec.as_mut().unwrap().selector = Some(labels(selector));
+        s
+    }
+
+    #[test]
+    fn the_target_service_is_found_by_selector_route_or_name() {
+        let target = storefront();
+        let web = named("storefront", &[("app", "storefront")]);
+        let tier = named("frontend", &[("tier", "frontend")]);
+        let other = named("assets", &[("app", "assets")]);
+        let by_name = |svc: Option<&str>, services: &[Service], route: Option<&Value>| {
+            let traffic = Traffic {
+                service: svc.map(String::from),
+                ..Traffic::default()
+            };
+            target_service(&target, &traffic, services, route).map(|s| s.name_any())
+        };
+        let services = [web.clone(), other.clone()];
+        assert_eq!(by_name(None, &services, None), Ok("storefront".into()));
+        assert_eq!(
+            by_name(Some("assets"), &services, None),
+            Ok("assets".into())
+        );
+        assert_eq!(
+            by_name(Some("gone"), &services, None)
+                .unwrap_err()
+                .to_string(),
+            "spec.traffic.service: Service gone not found"
+        );
+
+        let both = [web, tier, other];
+        let err = by_name(None, &both, None).unwrap_err();
+        assert_eq!(err.category(), "AmbiguousService");
+        assert!(
+            err.to_string()
+                .contains("Services storefront, frontend all select"),
+            "{err}"
+        );
+        let route = serde_json::json!({"metadata": {"namespace": NAMESPACE},
+            "spec": {"rules": [{"backendRefs": [{"name": "frontend", "port": 80}]}]}});
+        assert_eq!(by_name(None, &both, Some(&route)), Ok("frontend".into()));
+        let elsewhere =
+            serde_json::json!({"spec": {"rules": [{"backendRefs": [{"name": "assets"}]}]}});
+        assert_eq!(
+            by_name(None, &both, Some(&elsewhere))
+                .unwrap_err()
+                .to_string(),
+            "spec.traffic.service: no Service referenced by the HTTPRoute selects the pods of \
+             Deployment storefront; set spec.traffic.service"
+        );
+    }
+
+    #[test]
+    fn the_current_replica_set_gives_the_hash() {
+        let mut target = storefront();
+        target.metadata.uid = Some("target-uid".into());
+        target.annotations_mut().insert(REVISION.into(), "4".into());
+        let rs = |owner: &str, revision: &str, hash: &str| -> ReplicaSet {
+            serde_json::from_value(serde_json::json!({
+                "metadata": {
+                    "name": format!("storefront-{hash}"),
+                    "annotations": {REVISION: revision},
+                    "labels": {"app": "storefront", POD_TEMPLATE_HASH: hash},
+                    "ownerReferences": [{"apiVersion": "apps/v1", "kind": "Deployment",
+                        "name": "storefront", "uid": owner, "controller": true}]
+                }
+            }))
+            .unwrap()
+        };
+        let sets = [
+            rs("target-uid", "3", "old"),
+            rs("someone-else", "4", "foreign"),
+            rs("target-uid", "4", "current"),
+        ];
+        assert_eq!(
+            current_pod_template_hash(&target, &sets),
+            Some("current".into())
+        );
+        assert_eq!(current_pod_template_hash(&target, &sets[..2]), None);
     }
 
     #[test]

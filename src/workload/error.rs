@@ -30,6 +30,23 @@ pub enum WorkloadError {
     },
     #[error("spec.traffic.service: Service {service} has no spec.ports to copy")]
     ServiceWithoutPorts { service: String },
+    #[error(
+        "spec.traffic.service: no Service{} selects the pods of Deployment {deployment}; \
+         set spec.traffic.service",
+        if *via_route { " referenced by the HTTPRoute" } else { "" }
+    )]
+    NoTargetService { deployment: String, via_route: bool },
+    #[error(
+        "spec.traffic.service: Services {} all select the pods of Deployment {deployment}; \
+         set spec.traffic.service to the one the HTTPRoute should split",
+        services.join(", ")
+    )]
+    AmbiguousTargetService {
+        deployment: String,
+        services: Vec<String>,
+    },
+    #[error("spec.traffic.service: Service {service} not found")]
+    ServiceNotFound { service: String },
     #[error("spec.traffic.httpRoute: HTTPRoute {route} has no spec.rules")]
     RouteWithoutRules { route: String },
     #[error(
@@ -59,6 +76,10 @@ impl WorkloadError {
                 "UnsupportedSelector"
             }
             WorkloadError::MissingField { .. } => "MissingField",
+            WorkloadError::NoTargetService { .. } | WorkloadError::ServiceNotFound { .. } => {
+                "ServiceNotFound"
+            }
+            WorkloadError::AmbiguousTargetService { .. } => "AmbiguousService",
             WorkloadError::ServiceWithoutPorts { .. } => "ServiceWithoutPorts",
             WorkloadError::RouteWithoutRules { .. } => "InvalidRoute",
             WorkloadError::ServiceNotInRoute { .. } => "ServiceNotInRoute",
