@@ -1,0 +1,415 @@
+//! Analysis against a real Prometheus (Debian package `prometheus`) scraping real HTTP
+//! exporters on loopback: one per pod, labelled as Kubernetes service discovery would.
+//!
+//! Counters grow linearly with wall time at a fixed rate per pod, so every ratio the checks
+//! compute (quantile, error rate, GVL share, I/O share) is known exactly whatever the scrape
+//! jitter; request counts depend on window coverage and are checked within a tolerance.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use concurrency_operator::analysis::{analyse, AnalysisContext, PrometheusClient};
+use concurrency_operator::api::{ConcurrencyExperimentSpec, Verdict};
+use concurrency_operator::plan::AnalysisOutcome;
+use http_body_util::Full;
+use hyper::body::Bytes;
+use hyper::service::service_fn;
+use hyper::Response;
+use hyper_util::rt::TokioIo;
+use jiff::Timestamp;
+
+const NAMESPACE: &str = "shop";
+const INTERVAL_SECS: u64 = 6;
+/// Counters start as if the process had run this long, so `rate()` never sees a restart.
+const UPTIME: f64 = 1000.0;
+const BUCKETS: [&str; 6] = ["0.05", "0.1", "0.25", "0.5", "1", "+Inf"];
+
+/// What one pod's exporter reports, as rates per second.
+struct Pod {
+    name: &'static str,
+    rps: f64,
+    error_share: f64,
+    /// Cumulative share of requests at or below each of `BUCKETS`.
+    cumulative: [f64; 6],
+    mean_latency: f64,
+    /// GVL wait as a share of request time.
+    gvl_share: f64,
+    /// io / (running + io + gvl).
+    io_share: f64,
+    memory: f64,
+}
+
+const FAST: [f64; 6] = [0.2, 0.5, 0.9, 1.0, 1.0, 1.0]; // p99 = 0.25 + 0.9·0.25 = 0.475
+const SLOW: [f64; 6] = [0.05, 0.2, 0.5, 0.9, 1.0, 1.0]; // p99 = 0.5 + 0.9·0.5 = 0.95
+const MI: f64 = 1024.0 * 1024.0;
+
+fn pods() -> Vec<Pod> {
+    let pod = |name, cumulative, mean_latency, memory| Pod {
+        name,
+        rps: 20.0,
+        error_share: 0.01,
+        cumulative,
+        mean_latency,
+        gvl_share: 0.10,
+        io_share: 0.52,
+        memory,
+    };
+    vec![
+        pod("storefront-7d9c5b6f4b-x2k9q", FAST, 0.2, 200.0 * MI),
+        pod(
+            "storefront-candidate-5f4d8c9b7-b2c4d",
+            SLOW,
+            0.4,
+            210.0 * MI,
+        ),
+        pod("storefront-good-5f4d8c9b7-h7kzq", FAST, 0.2, 205.0 * MI),
+        // Another Deployment whose name extends the target's: must never be counted.
+        Pod {
+            name: "storefront-x-6c8d7f9b5-q4w2z",
+            rps: 500.0,
+            error_share: 0.5,
+            cumulative: [0.0, 0.0, 0.0, 0.0, 0.0, 1.0],
+            mean_latency: 3.0,
+            gvl_share: 0.9,
+            io_share: 0.05,
+            memory: 2048.0 * MI,
+        },
+        // Too little traffic to judge.
+        Pod {
+            rps: 0.5,
+            ..pod("storefront-idle-5f4d8c9b7-m9n8p", FAST, 0.2, 200.0 * MI)
+        },
+    ]
+}
+
+fn exposition(p: &Pod, t: f64) -> String {
+    let requests = p.rps * t;
+    let busy = requests * p.mean_latency;
+    let gvl = busy * p.gvl_share;
+    let io = busy * p.io_share;
+    let running = busy - io - gvl;
+    let mut out = String::new();
+    out.push_str("# TYPE rails_request_duration_seconds histogram\n");
+    for (le, share) in BUCKETS.iter().zip(p.cumulative) {
+        out.push_str(&format!(
+            "rails_request_duration_seconds_bucket{{le=\"{le}\"}} {}\n",
+            requests * share
+        ));
+    }
+    out.push_str(&format!(
+        "rails_request_duration_seconds_sum {busy}\nrails_request_duration_seconds_count {requests}\n"
+    ));
+    out.push_str("# TYPE rails_requests_total counter\n");
+    out.push_str(&format!(
+        "rails_requests_total{{status=\"200\"}} {}\nrails_requests_total{{status=\"503\"}} {}\n",
+        requests * (1.0 - p.error_share),
+        requests * p.error_share
+    ));
+    for (name, v) in [
+        ("ruby_gvl_wait_seconds_total", gvl),
+        ("ruby_io_wait_seconds_total", io),
+        ("ruby_running_seconds_total", running),
+    ] {
+        out.push_str(&format!("# TYPE {name} counter\n{name} {v}\n"));
+    }
+    out.push_str(&format!(
+        "# TYPE container_memory_working_set_bytes gauge\ncontainer_memory_working_set_bytes {}\n",
+        p.memory
+    ));
+    out
+}
+
+async fn serve(pod: Pod, started: Instant) -> SocketAddr {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let pod = Arc::new(pod);
+    tokio::spawn(async move {
+        while let Ok((stream, _)) = listener.accept().await {
+            let pod = pod.clone();
+            tokio::spawn(async move {
+                let svc = service_fn(move |_req| {
+                    let t = UPTIME + started.elapsed().as_secs_f64();
+                    let body = exposition(&pod, t);
+                    async move {
+                        Ok::<_, std::convert::Infallible>(Response::new(Full::new(Bytes::from(
+                            body,
+                        ))))
+                    }
+                });
+                let _ = hyper::server::conn::http1::Builder::new()
+                    .serve_connection(TokioIo::new(stream), svc)
+                    .await;
+            });
+        }
+    });
+    addr
+}
+
+/// Kills Prometheus and removes its files even when an assertion fails.
+struct Prometheus {
+    child: Child,
+    dir: PathBuf,
+    url: String,
+}
+
+impl Drop for Prometheus {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+fn prometheus_binary() -> PathBuf {
+    let candidates = [
+        std::env::var("PROMETHEUS_BIN").ok().map(PathBuf::from),
+        Some(PathBuf::from("/usr/bin/prometheus")),
+    ];
+    candidates
+        .into_iter()
+        .flatten()
+        .find(|p| p.is_file())
+        .unwrap_or_else(|| {
+            panic!(
+                "the prometheus binary is missing: this test needs a real Prometheus. \
+             Install it with `scripts/install-prometheus.sh` (Debian package `prometheus`) \
+             or point PROMETHEUS_BIN at one"
+            )
+        })
+}
+
+fn start_prometheus(targets: &[(&str, SocketAddr)]) -> Prometheus {
+    let bin = prometheus_binary();
+    let dir = std::env::temp_dir().join(format!(
+        "cexp-prom-{}-{}",
+        std::process::id(),
+        Timestamp::now().as_nanosecond()
+    ));
+    std::fs::create_dir_all(dir.join("data")).unwrap();
+    let mut config = String::from(
+        "global:\n  scrape_interval: 1s\n  scrape_timeout: 900ms\nscrape_configs:\n  - job_name: pods\n    static_configs:\n",
+    );
+    for (pod, addr) in targets {
+        config.push_str(&format!(
+            "      - targets: ['{addr}']\n        labels: {{namespace: {NAMESPACE}, pod: {pod}, container: web}}\n"
+        ));
+    }
+    std::fs::write(dir.join("prometheus.yml"), config).unwrap();
+    let port = free_port();
+    let child = Command::new(&bin)
+        .arg(format!(
+            "--config.file={}",
+            dir.join("prometheus.yml").display()
+        ))
+        .arg(format!(
+            "--storage.tsdb.path={}",
+            dir.join("data").display()
+        ))
+        .arg(format!("--web.listen-address=127.0.0.1:{port}"))
+        .arg("--log.level=warn")
+        .stdout(Stdio::null())
+        .stderr(Stdio::from(
+            std::fs::File::create(dir.join("prometheus.log")).unwrap(),
+        ))
+        .spawn()
+        .unwrap_or_else(|e| panic!("could not start {}: {e}", bin.display()));
+    Prometheus {
+        child,
+        dir,
+        url: format!("http://127.0.0.1:{port}"),
+    }
+}
+
+/// Waits until every target has a full analysis window of samples.
+async fn wait_for_data(prom: &mut Prometheus, client: &PrometheusClient, targets: usize) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let query = format!(
+        "count(count_over_time(up[{}s]) >= {})",
+        INTERVAL_SECS + 2,
+        INTERVAL_SECS + 1
+    );
+    loop {
+        if let Some(status) = prom.child.try_wait().unwrap() {
+            let log = std::fs::read_to_string(prom.dir.join("prometheus.log")).unwrap_or_default();
+            panic!("prometheus exited with {status}:\n{log}");
+        }
+        if let Ok(Some(n)) = client.query_value(&query, Timestamp::now()).await {
+            if n as usize == targets {
+                return;
+            }
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no full window of data after 30 s"
+        );
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+}
+
+fn spec(url: &str, min_requests: i64) -> ConcurrencyExperimentSpec {
+    let yaml = format!(
+        r#"
+targetRef: {{name: storefront}}
+container: web
+candidate: {{server: puma, workers: 2, threads: 4}}
+analysis:
+  prometheus: {{url: "{url}"}}
+  interval: {INTERVAL_SECS}s
+  minRequests: {min_requests}
+  checks:
+    - {{metric: latency, quantile: 0.99, max: 700ms, maxIncrease: "10%"}}
+    - {{metric: memory, maxIncrease: "20%"}}
+    - {{metric: gvlWait, max: "15%"}}
+    - {{metric: errorRate, max: "2%"}}
+    - name: pods
+      query: 'count(up{{namespace="{{{{namespace}}}}",pod=~"{{{{pods}}}}"}})'
+      min: 1
+      max: 1
+"#
+    );
+    serde_yaml::from_str(&yaml).unwrap()
+}
+
+fn ctx(candidate: &str) -> AnalysisContext {
+    AnalysisContext {
+        namespace: NAMESPACE.into(),
+        container: "web".into(),
+        baseline_deployment: "storefront".into(),
+        candidate_deployment: candidate.into(),
+        stage_index: 0,
+        weight: 30,
+        now: Timestamp::now(),
+    }
+}
+
+fn check<'a>(o: &'a AnalysisOutcome, name: &str) -> &'a concurrency_operator::api::CheckResult {
+    o.record.checks.iter().find(|c| c.name == name).unwrap()
+}
+
+fn close(v: Option<f64>, expected: f64, tol: f64, what: &str) {
+    let v = v.unwrap_or_else(|| panic!("{what}: no value"));
+    assert!((v - expected).abs() <= tol, "{what}: {v} vs {expected}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn analysis_against_a_real_prometheus() {
+    let started = Instant::now();
+    let pods = pods();
+    let count = pods.len();
+    let mut targets = Vec::new();
+    for pod in pods {
+        let name = pod.name;
+        targets.push((name, serve(pod, started).await));
+    }
+    let mut prom = start_prometheus(&targets);
+    let client = PrometheusClient::new(&prom.url, Duration::from_secs(5)).unwrap();
+    wait_for_data(&mut prom, &client, count).await;
+
+    // A regressed candidate: p99 doubles.
+    let o = analyse(
+        &client,
+        &spec(&prom.url, 50),
+        &ctx("storefront-candidate"),
+        &[],
+    )
+    .await;
+    let r = &o.record;
+    assert_eq!(r.verdict, Verdict::Fail, "{r:#?}");
+    assert_eq!(r.reason.as_deref(), Some("failed: latency"), "{r:#?}");
+    let latency = check(&o, "latency");
+    close(latency.baseline, 0.475, 1e-6, "baseline p99");
+    close(latency.candidate, 0.95, 1e-6, "candidate p99");
+    assert_eq!(latency.limit, "max 700ms, maxIncrease 10%");
+    assert_eq!(
+        latency.reason.as_deref(),
+        Some("candidate 950ms is above max 700ms (baseline 475ms)")
+    );
+    assert!(
+        latency.query.contains(r#"pod=~"^storefront-candidate-["#),
+        "{}",
+        latency.query
+    );
+    for (name, value) in [("errorRate", 0.01), ("gvlWait", 0.10)] {
+        let c = check(&o, name);
+        close(c.baseline, value, 1e-6, name);
+        close(c.candidate, value, 1e-6, name);
+        assert_eq!(c.verdict, Verdict::Pass, "{c:#?}");
+    }
+    let memory = check(&o, "memory");
+    close(memory.baseline, 200.0 * MI, 1.0, "baseline memory");
+    close(memory.candidate, 210.0 * MI, 1.0, "candidate memory");
+    assert_eq!(memory.verdict, Verdict::Pass);
+    // Each variant's regex selects exactly its own pod, not `storefront-x`'s.
+    let pods_check = check(&o, "pods");
+    assert_eq!(
+        (pods_check.baseline, pods_check.candidate),
+        (Some(1.0), Some(1.0))
+    );
+    let expected_requests = 20.0 * INTERVAL_SECS as f64;
+    for (what, v) in [
+        ("baseline", r.baseline_requests),
+        ("candidate", r.candidate_requests),
+    ] {
+        close(v, expected_requests, expected_requests * 0.25, what);
+    }
+    let rec = o
+        .recommendation
+        .as_ref()
+        .expect("recommendation from the I/O counters");
+    assert!((rec.io_ratio - 0.52).abs() < 1e-6, "{rec:?}");
+    assert_eq!(rec.threads, 4);
+    assert!(!rec.async_server_advised);
+
+    // A healthy candidate passes every check.
+    let o = analyse(&client, &spec(&prom.url, 50), &ctx("storefront-good"), &[]).await;
+    assert_eq!(o.record.verdict, Verdict::Pass, "{:#?}", o.record);
+    close(check(&o, "latency").candidate, 0.475, 1e-6, "good p99");
+
+    // Too few requests: the idle candidate cannot be judged.
+    let o = analyse(&client, &spec(&prom.url, 50), &ctx("storefront-idle"), &[]).await;
+    assert_eq!(o.record.verdict, Verdict::Inconclusive, "{:#?}", o.record);
+    let reason = o.record.reason.clone().unwrap();
+    assert!(
+        reason.starts_with("too few requests in the interval"),
+        "{reason}"
+    );
+
+    // Prometheus unreachable: every check Inconclusive with the category, never Pass.
+    let closed = format!("http://127.0.0.1:{}", free_port());
+    let down = PrometheusClient::new(&closed, Duration::from_secs(2)).unwrap();
+    let o = analyse(&down, &spec(&closed, 50), &ctx("storefront-good"), &[]).await;
+    assert_eq!(o.record.verdict, Verdict::Inconclusive);
+    assert!(
+        o.record
+            .reason
+            .as_deref()
+            .unwrap()
+            .contains("PrometheusUnreachable"),
+        "{:#?}",
+        o.record
+    );
+    for c in &o.record.checks {
+        assert_eq!(c.verdict, Verdict::Inconclusive, "{c:#?}");
+        assert!(
+            c.reason
+                .as_deref()
+                .unwrap()
+                .contains("PrometheusUnreachable"),
+            "{c:#?}"
+        );
+    }
+    assert!(o.recommendation.is_none());
+    assert!(started.elapsed() < Duration::from_secs(60));
+    drop(prom);
+}
