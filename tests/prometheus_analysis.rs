@@ -12,7 +12,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use concurrency_operator::analysis::{analyse, AnalysisContext, PrometheusClient};
-use concurrency_operator::api::{ConcurrencyExperimentSpec, Verdict};
+use concurrency_operator::api::{
+    AnalysisRecord, CheckResult, ConcurrencyExperimentSpec, Statistical, Verdict,
+};
 use concurrency_operator::plan::AnalysisOutcome;
 use http_body_util::Full;
 use hyper::body::Bytes;
@@ -20,6 +22,7 @@ use hyper::service::service_fn;
 use hyper::Response;
 use hyper_util::rt::TokioIo;
 use jiff::Timestamp;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
 const NAMESPACE: &str = "shop";
 const INTERVAL_SECS: u64 = 6;
@@ -293,7 +296,28 @@ fn ctx(candidate: &str) -> AnalysisContext {
     }
 }
 
-fn check<'a>(o: &'a AnalysisOutcome, name: &str) -> &'a concurrency_operator::api::CheckResult {
+fn past_latency(baseline: f64, candidate: f64) -> AnalysisRecord {
+    AnalysisRecord {
+        at: Time(Timestamp::now()),
+        stage_index: 0,
+        weight: 30,
+        verdict: Verdict::Pass,
+        baseline_requests: Some(120.0),
+        candidate_requests: Some(120.0),
+        checks: vec![CheckResult {
+            name: "latency".into(),
+            query: String::new(),
+            baseline: Some(baseline),
+            candidate: Some(candidate),
+            limit: String::new(),
+            verdict: Verdict::Pass,
+            reason: None,
+        }],
+        reason: None,
+    }
+}
+
+fn check<'a>(o: &'a AnalysisOutcome, name: &str) -> &'a CheckResult {
     o.record.checks.iter().find(|c| c.name == name).unwrap()
 }
 
@@ -375,6 +399,26 @@ async fn analysis_against_a_real_prometheus() {
     let o = analyse(&client, &spec(&prom.url, 50), &ctx("storefront-good"), &[]).await;
     assert_eq!(o.record.verdict, Verdict::Pass, "{:#?}", o.record);
     close(check(&o, "latency").candidate, 0.475, 1e-6, "good p99");
+
+    // With statistics on, past intervals where the candidate was clearly slower outweigh one
+    // good interval: the Mann-Whitney test fails latency although 475ms passes every limit.
+    let mut stat_spec = spec(&prom.url, 50);
+    stat_spec.analysis.statistical = Some(Statistical {
+        alpha: 0.05,
+        min_samples: 5,
+    });
+    let history: Vec<AnalysisRecord> = (0..5).map(|_| past_latency(0.475, 0.7)).collect();
+    let o = analyse(&client, &stat_spec, &ctx("storefront-good"), &history).await;
+    assert_eq!(o.record.verdict, Verdict::Fail, "{:#?}", o.record);
+    let reason = check(&o, "latency").reason.clone().unwrap();
+    assert!(
+        reason.contains("significantly above baseline + 10%"),
+        "{reason}"
+    );
+    // ...and a history of equal latency keeps it passing.
+    let history: Vec<AnalysisRecord> = (0..5).map(|_| past_latency(0.475, 0.47)).collect();
+    let o = analyse(&client, &stat_spec, &ctx("storefront-good"), &history).await;
+    assert_eq!(o.record.verdict, Verdict::Pass, "{:#?}", o.record);
 
     // Too few requests: the idle candidate cannot be judged.
     let o = analyse(&client, &spec(&prom.url, 50), &ctx("storefront-idle"), &[]).await;

@@ -53,7 +53,7 @@ pub enum AnalysisSpecError {
 impl AnalysisSpecError {
     pub fn category(&self) -> &'static str {
         match self {
-            AnalysisSpecError::Quantity(_) => "BadLimit",
+            AnalysisSpecError::Quantity(_) => "InvalidQuantity",
             AnalysisSpecError::Template(e) => e.category(),
             AnalysisSpecError::Query(e) => e.category(),
         }
@@ -262,4 +262,56 @@ async fn run_check(
     result.verdict = verdict;
     result.reason = Some(reason);
     result
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn analysis(checks: &str) -> Analysis {
+        serde_yaml::from_str(&format!(
+            "prometheus: {{url: http://p:9090}}\ninterval: 1m\nchecks: {checks}\n"
+        ))
+        .unwrap()
+    }
+
+    #[test]
+    fn validate_accepts_the_design_example() {
+        let a = analysis(
+            r#"
+  - {metric: latency, quantile: 0.99, maxIncrease: "10%", max: 500ms}
+  - {metric: memory, maxIncrease: "20%"}
+  - {metric: gvlWait, max: "15%"}
+  - {metric: errorRate, max: "1%"}
+  - {name: backlog, query: 'max(puma_backlog{pod=~"{{pods}}"})', max: 5}"#,
+        );
+        assert_eq!(validate(&a), Ok(()));
+    }
+
+    #[test]
+    fn validate_names_what_is_wrong() {
+        let a =
+            analysis(r#"[{name: backlog, query: 'max(puma_backlog{pod=~"{{pod}}"})', max: 5}]"#);
+        let e = validate(&a).unwrap_err();
+        assert_eq!(e.category(), "UnknownTemplateVariable");
+        assert!(e.to_string().contains("check backlog"), "{e}");
+
+        let a = analysis(r#"[{metric: latency, max: "fast"}]"#);
+        let e = validate(&a).unwrap_err();
+        assert_eq!(e.category(), "InvalidQuantity");
+        assert!(e.to_string().contains("checks[latency].max"), "{e}");
+
+        let mut a = analysis("[{metric: errorRate, max: 1%}]");
+        a.metrics.status_label = "code\"".into();
+        assert_eq!(validate(&a).unwrap_err().category(), "BadMetricName");
+
+        let mut a = analysis("[{metric: errorRate, max: 1%}]");
+        a.interval = "soon".into();
+        let e = validate(&a).unwrap_err();
+        assert!(e.to_string().starts_with("spec.analysis.interval"), "{e}");
+
+        let mut a = analysis("[{metric: errorRate, max: 1%}]");
+        a.recommendation.min_gain = "5".into();
+        assert!(validate(&a).is_err());
+    }
 }
