@@ -2,7 +2,7 @@
 //! judgement. Any error becomes an Inconclusive check with its reason — never a Pass, never a
 //! panic.
 
-use futures::future::join_all;
+use futures::{stream, StreamExt};
 use jiff::Timestamp;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
@@ -22,6 +22,9 @@ use super::stats;
 use super::template::{
     check_variables, pods_regex, pods_regex_any, render, TemplateError, TemplateVars,
 };
+
+/// Checks evaluated concurrently (two queries each).
+const CHECKS_IN_FLIGHT: usize = 4;
 
 /// Where and when the analysis runs.
 #[derive(Debug, Clone, PartialEq)]
@@ -144,12 +147,16 @@ pub async fn analyse(
         &ctx.candidate_deployment,
     ]));
 
-    let checks = join_all(
+    // A few checks at a time: Prometheus queues queries beyond `--query.max-concurrency`
+    // (20 by default), and queued queries would eat into each query's timeout.
+    let checks = stream::iter(
         analysis
             .checks
             .iter()
             .map(|c| run_check(client, analysis, c, &baseline, &candidate, ctx.now, history)),
-    );
+    )
+    .buffered(CHECKS_IN_FLIGHT)
+    .collect::<Vec<_>>();
     let requests = async {
         let Ok(t) = requests_template(&analysis.metrics) else {
             let e = "spec.analysis.metrics.requestsTotal is not a metric name";
