@@ -153,7 +153,7 @@ pub async fn analyse(
         analysis
             .checks
             .iter()
-            .map(|c| run_check(client, analysis, c, &baseline, &candidate, ctx.now, history)),
+            .map(|c| measure_check(client, analysis, c, &baseline, &candidate, ctx.now)),
     )
     .buffered(CHECKS_IN_FLIGHT)
     .collect::<Vec<_>>();
@@ -193,6 +193,12 @@ pub async fn analyse(
         base_req.as_ref().ok().copied().flatten(),
         cand_req.as_ref().ok().copied().flatten(),
     );
+    let enough = |r: Option<f64>| r.is_some_and(|v| v >= analysis.min_requests as f64);
+    let current_counts = enough(counts.0) && enough(counts.1);
+    let checks: Vec<CheckResult> = checks
+        .into_iter()
+        .map(|m| judge_measured(m, analysis, history, current_counts))
+        .collect();
     let (verdict, reason) = match (&base_req, &cand_req) {
         (Err(e), _) => (Verdict::Inconclusive, format!("baseline {e}")),
         (_, Err(e)) => (Verdict::Inconclusive, format!("candidate {e}")),
@@ -204,15 +210,21 @@ pub async fn analyse(
     }
 }
 
-async fn run_check(
+/// A check's values, before judgement; `limits` is `None` when it could not be measured
+/// (the result then already holds its Inconclusive reason).
+struct Measured {
+    result: CheckResult,
+    limits: Option<(Limits, Unit)>,
+}
+
+async fn measure_check(
     client: &PrometheusClient,
     analysis: &Analysis,
     check: &Check,
     baseline: &TemplateVars,
     candidate: &TemplateVars,
     at: Timestamp,
-    history: &[AnalysisRecord],
-) -> CheckResult {
+) -> Measured {
     let name = check.display_name();
     let mut result = CheckResult {
         name: name.clone(),
@@ -236,7 +248,10 @@ async fn run_check(
         Ok(p) => p,
         Err(e) => {
             result.reason = Some(format!("{} ({})", e, e.category()));
-            return result;
+            return Measured {
+                result,
+                limits: None,
+            };
         }
     };
     result.query = cand_q.clone();
@@ -245,80 +260,51 @@ async fn run_check(
         client.query_value(&base_q, at),
         client.query_value(&cand_q, at)
     );
-    let (b, c) = match (b, c) {
-        (Err(e), _) => {
-            result.reason = Some(describe("baseline", &e));
-            return result;
+    match (b, c) {
+        (Err(e), _) => result.reason = Some(describe("baseline", &e)),
+        (_, Err(e)) => result.reason = Some(describe("candidate", &e)),
+        (Ok(b), Ok(c)) => {
+            result.baseline = b;
+            result.candidate = c;
+            return Measured {
+                result,
+                limits: Some((limits, Unit::of(check))),
+            };
         }
-        (_, Err(e)) => {
-            result.reason = Some(describe("candidate", &e));
-            return result;
-        }
-        (Ok(b), Ok(c)) => (b, c),
+    }
+    Measured {
+        result,
+        limits: None,
+    }
+}
+
+/// Judges a measured check. The current interval joins the statistical samples only if it
+/// had enough requests (`current_counts`), like the past intervals.
+fn judge_measured(
+    measured: Measured,
+    analysis: &Analysis,
+    history: &[AnalysisRecord],
+    current_counts: bool,
+) -> CheckResult {
+    let Measured { mut result, limits } = measured;
+    let Some((limits, unit)) = limits else {
+        return result;
     };
-    result.baseline = b;
-    result.candidate = c;
+    let (b, c) = (result.baseline, result.candidate);
     let statistical = match (&analysis.statistical, limits.max_increase) {
         (Some(s), Some(share)) => {
-            let (bs, cs) = stats::samples(&name, history, analysis.min_requests, (b, c));
+            let current = if current_counts { (b, c) } else { (None, None) };
+            let (bs, cs) = stats::samples(&result.name, history, analysis.min_requests, current);
             stats::compare(s, share, &bs, &cs)
         }
         _ => None,
     };
-    let (verdict, reason) = judge_check(&limits, Unit::of(check), b, c, statistical.as_ref());
+    let (verdict, reason) = judge_check(&limits, unit, b, c, statistical.as_ref());
     result.verdict = verdict;
     result.reason = Some(reason);
     result
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn analysis(checks: &str) -> Analysis {
-        serde_yaml::from_str(&format!(
-            "prometheus: {{url: http://p:9090}}\ninterval: 1m\nchecks: {checks}\n"
-        ))
-        .unwrap()
-    }
-
-    #[test]
-    fn validate_accepts_the_design_example() {
-        let a = analysis(
-            r#"
-  - {metric: latency, quantile: 0.99, maxIncrease: "10%", max: 500ms}
-  - {metric: memory, maxIncrease: "20%"}
-  - {metric: gvlWait, max: "15%"}
-  - {metric: errorRate, max: "1%"}
-  - {name: backlog, query: 'max(puma_backlog{pod=~"{{pods}}"})', max: 5}"#,
-        );
-        assert_eq!(validate(&a), Ok(()));
-    }
-
-    #[test]
-    fn validate_names_what_is_wrong() {
-        let a =
-            analysis(r#"[{name: backlog, query: 'max(puma_backlog{pod=~"{{pod}}"})', max: 5}]"#);
-        let e = validate(&a).unwrap_err();
-        assert_eq!(e.category(), "UnknownTemplateVariable");
-        assert!(e.to_string().contains("check backlog"), "{e}");
-
-        let a = analysis(r#"[{metric: latency, max: "fast"}]"#);
-        let e = validate(&a).unwrap_err();
-        assert_eq!(e.category(), "InvalidQuantity");
-        assert!(e.to_string().contains("checks[latency].max"), "{e}");
-
-        let mut a = analysis("[{metric: errorRate, max: 1%}]");
-        a.metrics.status_label = "code\"".into();
-        assert_eq!(validate(&a).unwrap_err().category(), "BadMetricName");
-
-        let mut a = analysis("[{metric: errorRate, max: 1%}]");
-        a.interval = "soon".into();
-        let e = validate(&a).unwrap_err();
-        assert!(e.to_string().starts_with("spec.analysis.interval"), "{e}");
-
-        let mut a = analysis("[{metric: errorRate, max: 1%}]");
-        a.recommendation.min_gain = "5".into();
-        assert!(validate(&a).is_err());
-    }
-}
+#[path = "run_tests.rs"]
+mod tests;
