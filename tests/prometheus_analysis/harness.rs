@@ -120,22 +120,19 @@ pub fn free_port() -> u16 {
         .port()
 }
 
+/// `PROMETHEUS_BIN` if set (it must exist: no silent fallback), else Debian's path.
 pub fn prometheus_binary() -> PathBuf {
-    let candidates = [
-        std::env::var("PROMETHEUS_BIN").ok().map(PathBuf::from),
-        Some(PathBuf::from("/usr/bin/prometheus")),
-    ];
-    candidates
-        .into_iter()
-        .flatten()
-        .find(|p| p.is_file())
-        .unwrap_or_else(|| {
-            panic!(
-                "the prometheus binary is missing: this test needs a real Prometheus. \
-             Install it with `scripts/install-prometheus.sh` (Debian package `prometheus`) \
-             or point PROMETHEUS_BIN at one"
-            )
-        })
+    let bin = std::env::var("PROMETHEUS_BIN")
+        .map(PathBuf::from)
+        .unwrap_or_else(|_| PathBuf::from("/usr/bin/prometheus"));
+    assert!(
+        bin.is_file(),
+        "the prometheus binary is missing at {}: this test needs a real Prometheus. Install it \
+         with `scripts/install-prometheus.sh` (Debian package `prometheus`) or point \
+         PROMETHEUS_BIN at one",
+        bin.display()
+    );
+    bin
 }
 
 pub fn start_prometheus(namespace: &str, targets: &[(&str, SocketAddr)]) -> Prometheus {
