@@ -15,7 +15,6 @@ module Reference
     BUCKETS = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60].freeze
     # Upper bound on how stale another worker's numbers can be on /metrics.
     FLUSH_INTERVAL = 0.2
-    SECONDS = %w[running io gvl pool].freeze
 
     attr_reader :gvl_source
 
@@ -41,6 +40,7 @@ module Reference
         s[:io] += timing.io
         s[:gvl] += timing.gvl
         s[:pool] += timing.pool
+        s[:runqueue] += timing.runqueue
         @dirty = true
         flush_locked if @dir && Timing.now - @flushed_at >= FLUSH_INTERVAL
       end
@@ -61,12 +61,14 @@ module Reference
               "Time requests spent in dependency calls (sleep / HTTP / DB-like waits), GVL released.")
       counter(lines, "ruby_gvl_wait_seconds_total", total[:gvl],
               gvl_source == "gvltools" ? "GVL wait measured with gvltools (Ruby >= 3.2)." :
-              "ESTIMATE: request wall time - running - io wait - pool wait (ready but not running).")
+              "ESTIMATE: request wall time - running - io wait - pool wait - run-queue wait.")
       counter(lines, "ruby_db_pool_wait_seconds_total", total[:pool],
               "Time requests waited for a DB slot (Async::Semaphore, DB_CONCURRENCY).")
+      counter(lines, "ruby_cpu_runqueue_wait_seconds_total", total[:runqueue],
+              "Time request threads were runnable but not given a CPU by the kernel (schedstat).")
       lines << "# HELP ruby_gvl_metrics_info How the GVL counters are produced."
       lines << "# TYPE ruby_gvl_metrics_info gauge"
-      lines << %(ruby_gvl_metrics_info{server="#{@server}",gvl_source="#{gvl_source}",ruby_version="#{RUBY_VERSION}"} 1)
+      lines << %(ruby_gvl_metrics_info{server="#{@server}",gvl_source="#{gvl_source}",runqueue_source="#{RunQueue.available? ? 'schedstat' : 'none'}",ruby_version="#{RUBY_VERSION}"} 1)
       lines << "# HELP reference_app_worker_processes Worker processes that have reported metrics."
       lines << "# TYPE reference_app_worker_processes gauge"
       lines << "reference_app_worker_processes #{states.size}"
@@ -83,7 +85,7 @@ module Reference
       # A forked worker starts from zero; the parent's numbers live in the parent's own file.
       @pid = Process.pid
       @state = { buckets: Array.new(BUCKETS.size + 1, 0), sum: 0.0, count: 0, status: {},
-                 running: 0.0, io: 0.0, gvl: 0.0, pool: 0.0 }
+                 running: 0.0, io: 0.0, gvl: 0.0, pool: 0.0, runqueue: 0.0 }
       @dirty = false
       @flushed_at = 0.0
       start_flusher if @dir
@@ -134,7 +136,7 @@ module Reference
       acc = Marshal.load(Marshal.dump(states.first))
       states.drop(1).each do |s|
         acc[:buckets] = acc[:buckets].zip(s[:buckets]).map(&:sum)
-        %i[sum count running io gvl pool].each { |k| acc[k] += s[k] }
+        %i[sum count running io gvl pool runqueue].each { |k| acc[k] += s[k] }
         s[:status].each { |code, n| acc[:status][code] = acc[:status].fetch(code, 0) + n }
       end
       acc

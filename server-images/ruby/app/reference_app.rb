@@ -145,10 +145,11 @@ module Reference
 
   # Times every request except /metrics and records it.
   class Instrument
-    def initialize(app, metrics, timing_mode)
+    def initialize(app, metrics, timing_mode, fibers:)
       @app = app
       @metrics = metrics
       @timing_mode = timing_mode
+      @fibers = fibers
     end
 
     def call(env)
@@ -157,7 +158,7 @@ module Reference
         return [200, { "content-type" => "text/plain; version=0.0.4", "content-length" => body.bytesize.to_s }, [body]]
       end
 
-      timing = Timing.new(@timing_mode)
+      timing = Timing.new(@timing_mode, fibers: @fibers)
       env["reference.timing"] = timing
       status, headers, body = @app.call(env)
       @metrics.record(status, timing.finish)
@@ -174,6 +175,7 @@ module Reference
     measured = settings.server == "puma" && GvlSource.measured?
     metrics = Metrics.new(dir: settings.metrics_dir, server: settings.server,
                           gvl_source: measured ? "gvltools" : "estimate")
-    Instrument.new(App.new(settings, db_limiter: db_limiter), metrics, measured ? :measured : :estimate)
+    Instrument.new(App.new(settings, db_limiter: db_limiter), metrics, measured ? :measured : :estimate,
+                   fibers: settings.server == "falcon")
   end
 end

@@ -7,7 +7,7 @@ require "tmpdir"
 require_relative "../app/reference_app"
 
 class MetricsTest < Minitest::Test
-  FakeTiming = Struct.new(:wall, :cpu, :io, :gvl, :pool)
+  FakeTiming = Struct.new(:wall, :cpu, :io, :gvl, :pool, :runqueue)
 
   def parse(text)
     text.lines.reject { |l| l.start_with?("#") }.to_h { |l| k, v = l.split(" ", 2); [k, v.to_f] }
@@ -19,13 +19,13 @@ class MetricsTest < Minitest::Test
     Dir.mktmpdir do |dir|
       metrics = Reference::Metrics.new(dir: dir, server: "puma", gvl_source: "estimate")
       child = fork do
-        metrics.record(200, FakeTiming.new(0.3, 0.1, 0.15, 0.05, 0.0))
-        metrics.record(500, FakeTiming.new(0.02, 0.01, 0.0, 0.01, 0.0))
+        metrics.record(200, FakeTiming.new(0.3, 0.1, 0.15, 0.03, 0.0, 0.02))
+        metrics.record(500, FakeTiming.new(0.02, 0.01, 0.0, 0.01, 0.0, 0.0))
         metrics.flush
         exit!(0)
       end
       Process.wait(child)
-      metrics.record(200, FakeTiming.new(2.0, 0.5, 1.0, 0.4, 0.1))
+      metrics.record(200, FakeTiming.new(2.0, 0.5, 1.0, 0.3, 0.1, 0.1))
 
       m = parse(metrics.render)
       assert_equal 2, m['rails_requests_total{status="200"}']
@@ -39,7 +39,8 @@ class MetricsTest < Minitest::Test
       assert_equal 3, m['rails_request_duration_seconds_bucket{le="+Inf"}']
       assert_in_delta 0.61, m["ruby_running_seconds_total"], 1e-9
       assert_in_delta 1.15, m["ruby_io_wait_seconds_total"], 1e-9
-      assert_in_delta 0.46, m["ruby_gvl_wait_seconds_total"], 1e-9
+      assert_in_delta 0.34, m["ruby_gvl_wait_seconds_total"], 1e-9
+      assert_in_delta 0.12, m["ruby_cpu_runqueue_wait_seconds_total"], 1e-9
       assert_in_delta 0.1, m["ruby_db_pool_wait_seconds_total"], 1e-9
       assert_equal 2, m["reference_app_worker_processes"]
     end
@@ -47,15 +48,15 @@ class MetricsTest < Minitest::Test
 
   def test_single_process_without_a_directory_keeps_counters_in_memory
     metrics = Reference::Metrics.new(dir: nil, server: "falcon", gvl_source: "estimate")
-    metrics.record(404, FakeTiming.new(0.001, 0.001, 0.0, 0.0, 0.0))
+    metrics.record(404, FakeTiming.new(0.001, 0.001, 0.0, 0.0, 0.0, 0.0))
     text = metrics.render
     assert_includes text, %(rails_requests_total{status="404"} 1\n)
-    assert_includes text, %(ruby_gvl_metrics_info{server="falcon",gvl_source="estimate",ruby_version="#{RUBY_VERSION}"} 1)
+    assert_match(/^ruby_gvl_metrics_info\{server="falcon",gvl_source="estimate",runqueue_source="(schedstat|none)",ruby_version="#{RUBY_VERSION}"\} 1$/, text)
     assert_includes text, "# TYPE rails_request_duration_seconds histogram"
   end
 
-  # io wait counts the nominal dependency time; CPU burnt between waits is running time; what
-  # is left of the wall time (here: almost nothing, one thread) is the GVL-wait estimate.
+  # io wait counts the nominal dependency time; CPU burnt between waits is running time; the
+  # kernel's run-queue wait is its own part; what is left of the wall time is the GVL estimate.
   def test_timing_splits_wall_time_into_running_io_and_the_rest
     timing = Reference::Timing.new(:estimate)
     timing.io_wait(0.05) { sleep 0.05 }
@@ -66,7 +67,8 @@ class MetricsTest < Minitest::Test
     assert_in_delta 0.07, timing.io, 1e-12
     assert_operator timing.cpu, :>=, 0.03
     assert_operator timing.wall, :>=, 0.1
-    assert_in_delta timing.wall - timing.cpu - timing.io, timing.gvl, 1e-9
+    assert_operator timing.runqueue, :>=, 0.0
+    assert_in_delta [timing.wall - timing.cpu - timing.io - timing.runqueue, 0.0].max, timing.gvl, 1e-9
   end
 
   # An io wait that is cut short (a failing dependency) counts only the time actually waited.
@@ -76,5 +78,20 @@ class MetricsTest < Minitest::Test
     timing.finish
     assert_operator timing.io, :<, 1.0
     assert_operator timing.io, :>=, 0.01
+  end
+end
+
+class RunQueueTest < Minitest::Test
+  # The kernel's per-thread counter moves when the thread competes for a CPU; here only check
+  # that it is read as a non-decreasing number of seconds where Linux provides it.
+  def test_reads_the_threads_run_queue_wait
+    skip "no /proc/thread-self/schedstat on this kernel" unless Reference::RunQueue.available?
+
+    first = Reference::RunQueue.seconds
+    x = 0
+    200_000.times { |i| x += i }
+    assert_operator Reference::RunQueue.seconds, :>=, first
+    assert_equal 1.5, Reference::RunQueue.seconds_from("100 1500000000 7\n")
+    assert_nil Reference::RunQueue.seconds_from("garbage")
   end
 end
