@@ -36,11 +36,13 @@ class ServerTest < Minitest::Test
   def test_puma_cluster_serves_the_three_shapes_and_aggregates_metrics
     start_server("SERVER" => "puma", "WEB_CONCURRENCY" => "2", "RAILS_MAX_THREADS" => "4")
     exercise_endpoints("puma")
+    assert stop_server.success?, "bin/serve exits 0 when told to stop"
   end
 
   def test_async_launcher_serves_the_three_shapes_and_aggregates_metrics
     start_server("SERVER" => "falcon", "WEB_CONCURRENCY" => "2", "DB_CONCURRENCY" => "2")
     exercise_endpoints("falcon")
+    assert stop_server.success?, "bin/serve exits 0 when told to stop"
   end
 
   # One GVL: four threads each needing 100 ms of CPU cannot all run at once, and the waiting
@@ -129,14 +131,16 @@ class ServerTest < Minitest::Test
     flunk "server did not start:\n#{@log.read}"
   end
 
+  # Returns bin/serve's exit status (nil if it had to be killed or was already gone).
   def stop_server
     return unless @pid
 
     Process.kill("TERM", @pid)
-    Timeout.timeout(15) { Process.wait(@pid) }
+    Timeout.timeout(15) { Process.wait2(@pid).last }
   rescue Timeout::Error
     Process.kill("KILL", -@pid) # the process group this test created
     Process.wait(@pid)
+    nil
   rescue Errno::ESRCH, Errno::ECHILD
     nil
   ensure
