@@ -18,10 +18,15 @@ module Reference
 
     attr_reader :gvl_source
 
-    def initialize(dir:, server:, gvl_source:)
+    # aggregator: true for a process that serves no requests and only sums the workers'
+    # files (bin/serve's METRICS_PORT listener); it needs dir.
+    def initialize(dir:, server:, gvl_source:, aggregator: false)
+      raise ArgumentError, "an aggregator needs a metrics directory" if aggregator && dir.nil?
+
       @dir = dir
       @server = server
       @gvl_source = gvl_source
+      @aggregator = aggregator
       @mutex = Mutex.new
       @pid = nil
       reset_for_this_process
@@ -66,6 +71,7 @@ module Reference
               "Time requests waited for a DB slot (Async::Semaphore, DB_CONCURRENCY).")
       counter(lines, "ruby_cpu_runqueue_wait_seconds_total", total[:runqueue],
               "Time request threads were runnable but not given a CPU by the kernel (schedstat).")
+      puma_gauges(lines, states)
       lines << "# HELP ruby_gvl_metrics_info How the GVL counters are produced."
       lines << "# TYPE ruby_gvl_metrics_info gauge"
       lines << %(ruby_gvl_metrics_info{server="#{@server}",gvl_source="#{gvl_source}",runqueue_source="#{RunQueue.available? ? 'schedstat' : 'none'}",ruby_version="#{RUBY_VERSION}"} 1)
@@ -76,7 +82,22 @@ module Reference
     end
 
     def flush
-      @mutex.synchronize { flush_locked if @dir && @dirty }
+      @mutex.synchronize do
+        changed = sample_server_locked
+        flush_locked if @dir && (@dirty || changed)
+      end
+    end
+
+    # Puma's own view of its thread pool (Puma::Server#stats: backlog, running, pool_capacity,
+    # max_threads), which shows queued requests that the app-side histogram cannot see.
+    # Called from request threads; the server object is per worker.
+    def attach_server(server)
+      return if server.nil? || !server.respond_to?(:stats)
+
+      @mutex.synchronize do
+        reset_for_this_process if @pid != Process.pid
+        @server_ref ||= server
+      end
     end
 
     private
@@ -84,11 +105,16 @@ module Reference
     def reset_for_this_process
       # A forked worker starts from zero; the parent's numbers live in the parent's own file.
       @pid = Process.pid
-      @state = { buckets: Array.new(BUCKETS.size + 1, 0), sum: 0.0, count: 0, status: {},
-                 running: 0.0, io: 0.0, gvl: 0.0, pool: 0.0, runqueue: 0.0 }
+      @server_ref = nil
+      @state = empty_state(@pid)
       @dirty = false
       @flushed_at = 0.0
-      start_flusher if @dir
+      start_flusher if @dir && !@aggregator
+    end
+
+    def empty_state(pid)
+      { pid: pid, buckets: Array.new(BUCKETS.size + 1, 0), sum: 0.0, count: 0, status: {},
+        running: 0.0, io: 0.0, gvl: 0.0, pool: 0.0, runqueue: 0.0, puma: nil }
     end
 
     # Writes the last requests of a worker that then goes idle.
@@ -115,9 +141,19 @@ module Reference
       @flushed_at = Timing.now
     end
 
+    def sample_server_locked
+      return false unless @server_ref
+
+      sample = @server_ref.stats.slice(:backlog, :running, :pool_capacity, :max_threads)
+      changed = sample != @state[:puma]
+      @state[:puma] = sample
+      changed
+    end
+
     def all_states
       own = @mutex.synchronize do
         reset_for_this_process if @pid != Process.pid
+        sample_server_locked
         Marshal.load(Marshal.dump(@state))
       end
       return [own] unless @dir
@@ -129,17 +165,44 @@ module Reference
       rescue Errno::ENOENT, TypeError, ArgumentError
         nil
       end
-      [own] + others
+      @aggregator ? others : [own] + others
     end
 
     def merge(states)
-      acc = Marshal.load(Marshal.dump(states.first))
-      states.drop(1).each do |s|
+      acc = empty_state(nil)
+      states.each do |s|
         acc[:buckets] = acc[:buckets].zip(s[:buckets]).map(&:sum)
         %i[sum count running io gvl pool runqueue].each { |k| acc[k] += s[k] }
         s[:status].each { |code, n| acc[:status][code] = acc[:status].fetch(code, 0) + n }
       end
       acc
+    end
+
+    # Gauges are per worker (label worker=pid) and only for workers that are still alive;
+    # a dead worker's counters still count, its thread pool does not.
+    def puma_gauges(lines, states)
+      live = states.select { |st| st[:puma] && alive?(st[:pid]) }
+      return if live.empty?
+
+      { backlog: "Requests waiting for a Puma thread in this worker.",
+        running: "Puma threads spawned in this worker.",
+        pool_capacity: "Requests this worker could take right now.",
+        max_threads: "Puma's maximum threads in this worker." }.each do |key, help|
+        lines << "# HELP puma_#{key} #{help}"
+        lines << "# TYPE puma_#{key} gauge"
+        live.each { |st| lines << %(puma_#{key}{worker="#{st[:pid]}"} #{st[:puma][key].to_i}) }
+      end
+    end
+
+    def alive?(pid)
+      return true if pid == Process.pid
+
+      Process.kill(0, pid)
+      true
+    rescue Errno::ESRCH
+      false
+    rescue Errno::EPERM
+      true
     end
 
     def histogram(lines, total)

@@ -158,6 +158,7 @@ module Reference
         return [200, { "content-type" => "text/plain; version=0.0.4", "content-length" => body.bytesize.to_s }, [body]]
       end
 
+      @metrics.attach_server(Puma::Server.current) if defined?(Puma::Server) && Puma::Server.respond_to?(:current)
       timing = Timing.new(@timing_mode, fibers: @fibers)
       env["reference.timing"] = timing
       status, headers, body = @app.call(env)
@@ -172,10 +173,9 @@ module Reference
 
   # Builds the instrumented app for the server named by settings.server.
   def self.build(settings, db_limiter: nil)
-    measured = settings.server == "puma" && GvlSource.measured?
-    metrics = Metrics.new(dir: settings.metrics_dir, server: settings.server,
-                          gvl_source: measured ? "gvltools" : "estimate")
-    Instrument.new(App.new(settings, db_limiter: db_limiter), metrics, measured ? :measured : :estimate,
+    source = GvlSource.label_for(settings.server)
+    metrics = Metrics.new(dir: settings.metrics_dir, server: settings.server, gvl_source: source)
+    Instrument.new(App.new(settings, db_limiter: db_limiter), metrics, source == "gvltools" ? :measured : :estimate,
                    fibers: settings.server == "falcon")
   end
 end

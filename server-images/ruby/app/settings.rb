@@ -11,7 +11,7 @@ module Reference
   Settings = Struct.new(
     :server, :workers, :max_threads, :min_threads, :port,
     :cpu_ms, :io_ms, :io_calls, :db_ms, :db_calls, :db_concurrency,
-    :io_mode, :delay_url, :metrics_dir,
+    :io_mode, :delay_url, :metrics_dir, :metrics_port,
     keyword_init: true
   )
 
@@ -38,6 +38,10 @@ module Reference
       port = positive_int(env, "PORT", 3000)
       raise ConfigError, "PORT must be at most 65535, got #{port}" if port > 65_535
 
+      metrics_port = positive_int(env, "METRICS_PORT", nil)
+      raise ConfigError, "METRICS_PORT must be at most 65535, got #{metrics_port}" if metrics_port && metrics_port > 65_535
+      raise ConfigError, "METRICS_PORT must differ from PORT (#{port})" if metrics_port == port
+
       Settings.new(
         server: server,
         workers: positive_int(env, "WEB_CONCURRENCY", 1),
@@ -52,7 +56,8 @@ module Reference
         db_concurrency: positive_int(env, "DB_CONCURRENCY", 10),
         io_mode: io_mode,
         delay_url: blank_to_nil(env["DELAY_URL"]),
-        metrics_dir: blank_to_nil(env["METRICS_DIR"])
+        metrics_dir: blank_to_nil(env["METRICS_DIR"]),
+        metrics_port: metrics_port
       )
     end
 

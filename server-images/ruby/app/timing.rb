@@ -22,6 +22,11 @@ module Reference
       @measured
     end
 
+    # The label for a server: measured only for one request per thread (Puma) with gvltools.
+    def label_for(server)
+      server == "puma" && measured? ? "gvltools" : "estimate"
+    end
+
     # Thread GVL wait in seconds; only meaningful when measured? is true.
     def thread_wait
       GVLTools::LocalTimer.monotonic_time / 1e9

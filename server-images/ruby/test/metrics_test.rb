@@ -46,6 +46,29 @@ class MetricsTest < Minitest::Test
     end
   end
 
+  FakePuma = Struct.new(:stats)
+
+  # Puma's pool gauges are per live worker; a dead worker's counters stay, its gauges go.
+  def test_puma_gauges_are_reported_per_live_worker
+    Dir.mktmpdir do |dir|
+      metrics = Reference::Metrics.new(dir: dir, server: "puma", gvl_source: "estimate")
+      child = fork do
+        metrics.attach_server(FakePuma.new({ backlog: 7, running: 5, pool_capacity: 0, max_threads: 5, requests_count: 1 }))
+        metrics.record(200, FakeTiming.new(0.1, 0.01, 0.05, 0.0, 0.0, 0.0))
+        metrics.flush
+        exit!(0)
+      end
+      Process.wait(child)
+      metrics.attach_server(FakePuma.new({ backlog: 2, running: 5, pool_capacity: 1, max_threads: 5, requests_count: 9 }))
+      text = metrics.render
+      assert_includes text, %(puma_backlog{worker="#{Process.pid}"} 2\n)
+      assert_includes text, %(puma_pool_capacity{worker="#{Process.pid}"} 1\n)
+      assert_includes text, %(puma_max_threads{worker="#{Process.pid}"} 5\n)
+      refute_includes text, %(worker="#{child}"), "the exited worker has no gauges"
+      assert_includes text, %(rails_requests_total{status="200"} 1\n), "but its counters remain"
+    end
+  end
+
   def test_single_process_without_a_directory_keeps_counters_in_memory
     metrics = Reference::Metrics.new(dir: nil, server: "falcon", gvl_source: "estimate")
     metrics.record(404, FakeTiming.new(0.001, 0.001, 0.0, 0.0, 0.0, 0.0))
@@ -53,6 +76,7 @@ class MetricsTest < Minitest::Test
     assert_includes text, %(rails_requests_total{status="404"} 1\n)
     assert_match(/^ruby_gvl_metrics_info\{server="falcon",gvl_source="estimate",runqueue_source="(schedstat|none)",ruby_version="#{RUBY_VERSION}"\} 1$/, text)
     assert_includes text, "# TYPE rails_request_duration_seconds histogram"
+    refute_includes text, "puma_backlog", "no Puma gauges without a Puma server"
   end
 
   # io wait counts the nominal dependency time; CPU burnt between waits is running time; the

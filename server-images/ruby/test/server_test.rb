@@ -25,7 +25,8 @@ class ServerTest < Minitest::Test
       { "SERVER" => "unicorn" } => "SERVER",
       { "RAILS_MAX_THREADS" => "0" } => "RAILS_MAX_THREADS",
       { "WEB_CONCURRENCY" => "two" } => "WEB_CONCURRENCY",
-      { "PORT" => "70000" } => "PORT"
+      { "PORT" => "70000" } => "PORT",
+      { "METRICS_PORT" => "1" } => "METRICS_PORT"
     }.each do |env, variable|
       out = IO.popen(env.merge("PORT" => env.fetch("PORT", "1")), [RbConfig.ruby, SERVE], err: %i[child out], &:read)
       refute $?.success?, "#{env} must not start"
@@ -68,6 +69,30 @@ class ServerTest < Minitest::Test
     assert_in_delta 20 * 0.6, metrics["ruby_io_wait_seconds_total"], 1e-6
   end
 
+  # METRICS_PORT is served by bin/serve from the workers' files, so it answers while every
+  # Puma thread is busy (the app port's /metrics would queue behind the busy request).
+  def test_metrics_port_answers_while_all_puma_threads_are_busy
+    metrics_port = TCPServer.open("127.0.0.1", 0) { |s| s.addr[1] }
+    start_server("SERVER" => "puma", "RAILS_MAX_THREADS" => "1", "METRICS_PORT" => metrics_port.to_s)
+    busy = Thread.new { get("/b?io_ms=3000").code }
+    saw_full_pool = false
+    30.times do
+      text = Net::HTTP.get(URI("http://127.0.0.1:#{metrics_port}/metrics"))
+      saw_full_pool = text.match?(/^puma_pool_capacity\{worker="\d+"\} 0$/)
+      break if saw_full_pool
+
+      sleep 0.1
+    end
+    assert saw_full_pool, "the listener reports a Puma with no free thread"
+    assert busy.alive?, "...while the only thread is still busy"
+    assert_equal "200", busy.value
+    assert_equal "404", Net::HTTP.get_response(URI("http://127.0.0.1:#{metrics_port}/other")).code
+    sleep 0.5
+    text = Net::HTTP.get(URI("http://127.0.0.1:#{metrics_port}/metrics"))
+    assert_includes text, %(rails_requests_total{status="200"} 1\n)
+    assert_includes text, "reference_app_worker_processes 1\n"
+  end
+
   private
 
   def exercise_endpoints(server)
@@ -99,6 +124,14 @@ class ServerTest < Minitest::Test
     assert_includes info, %(server="#{server}")
     assert_includes info, %(gvl_source="estimate") if RUBY_VERSION < "3.2"
     assert_includes 1..2, m["reference_app_worker_processes"]
+    pool = m.select { |k, _| k.start_with?("puma_max_threads{") }
+    if server == "puma"
+      assert_includes 1..2, pool.size, "one puma_max_threads per live worker"
+      assert_equal [4], pool.values.uniq
+      assert m.select { |k, _| k.start_with?("puma_backlog{") }.values.all? { |v| v >= 0 }
+    else
+      assert_empty pool
+    end
   end
 
   # Other workers publish their counters at most Metrics::FLUSH_INTERVAL (0.2 s) late.
