@@ -67,6 +67,8 @@ module Reference
 
     def db_query(ms, timing)
       seconds = ms / 1000.0
+      return if seconds <= 0 # a zero-length sleep would still yield to the scheduler
+
       if @db_limiter
         # Waiting for a slot is pool wait, not I/O, so acquire and release are separate.
         timing.pool_wait { @db_limiter.acquire }
@@ -83,8 +85,8 @@ module Reference
     def dependency_call(ms, mode, timing)
       seconds = ms / 1000.0
       if mode == "http"
-        timing.io_wait(seconds) { http_delay(ms) }
-      else
+        timing.io_wait(seconds) { http_delay(ms) } # a real round trip even for 0 ms
+      elsif seconds.positive?
         timing.io_wait(seconds) { sleep(seconds) }
       end
     end
