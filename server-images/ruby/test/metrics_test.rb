@@ -1,0 +1,121 @@
+# frozen_string_literal: true
+
+# The metrics store and the per-request time split, without a server:
+#   ruby server-images/ruby/test/metrics_test.rb
+require "minitest/autorun"
+require "tmpdir"
+require_relative "../app/reference_app"
+
+class MetricsTest < Minitest::Test
+  FakeTiming = Struct.new(:wall, :cpu, :io, :gvl, :pool, :runqueue)
+
+  def parse(text)
+    text.lines.reject { |l| l.start_with?("#") }.to_h { |l| k, v = l.split(" ", 2); [k, v.to_f] }
+  end
+
+  # A forked worker's counters reach /metrics of another process through its file, and stay
+  # counted after that worker has exited (sums never go backwards on worker restarts).
+  def test_worker_processes_are_summed_through_their_files
+    Dir.mktmpdir do |dir|
+      metrics = Reference::Metrics.new(dir: dir, server: "puma", gvl_source: "estimate")
+      child = fork do
+        metrics.record(200, FakeTiming.new(0.3, 0.1, 0.15, 0.03, 0.0, 0.02))
+        metrics.record(500, FakeTiming.new(0.02, 0.01, 0.0, 0.01, 0.0, 0.0))
+        metrics.flush
+        exit!(0)
+      end
+      Process.wait(child)
+      metrics.record(200, FakeTiming.new(2.0, 0.5, 1.0, 0.3, 0.1, 0.1))
+
+      m = parse(metrics.render)
+      assert_equal 2, m['rails_requests_total{status="200"}']
+      assert_equal 1, m['rails_requests_total{status="500"}']
+      assert_equal 3, m["rails_request_duration_seconds_count"]
+      assert_in_delta 2.32, m["rails_request_duration_seconds_sum"], 1e-9
+      assert_equal 1, m['rails_request_duration_seconds_bucket{le="0.025"}']
+      assert_equal 2, m['rails_request_duration_seconds_bucket{le="0.5"}']
+      assert_equal 2, m['rails_request_duration_seconds_bucket{le="1"}']
+      assert_equal 3, m['rails_request_duration_seconds_bucket{le="2.5"}']
+      assert_equal 3, m['rails_request_duration_seconds_bucket{le="+Inf"}']
+      assert_in_delta 0.61, m["ruby_running_seconds_total"], 1e-9
+      assert_in_delta 1.15, m["ruby_io_wait_seconds_total"], 1e-9
+      assert_in_delta 0.34, m["ruby_gvl_wait_seconds_total"], 1e-9
+      assert_in_delta 0.12, m["ruby_cpu_runqueue_wait_seconds_total"], 1e-9
+      assert_in_delta 0.1, m["ruby_db_pool_wait_seconds_total"], 1e-9
+      assert_equal 2, m["reference_app_worker_processes"]
+    end
+  end
+
+  FakePuma = Struct.new(:stats)
+
+  # Puma's pool gauges are per live worker; a dead worker's counters stay, its gauges go.
+  def test_puma_gauges_are_reported_per_live_worker
+    Dir.mktmpdir do |dir|
+      metrics = Reference::Metrics.new(dir: dir, server: "puma", gvl_source: "estimate")
+      child = fork do
+        metrics.attach_server(FakePuma.new({ backlog: 7, running: 5, pool_capacity: 0, max_threads: 5, requests_count: 1 }))
+        metrics.record(200, FakeTiming.new(0.1, 0.01, 0.05, 0.0, 0.0, 0.0))
+        metrics.flush
+        exit!(0)
+      end
+      Process.wait(child)
+      metrics.attach_server(FakePuma.new({ backlog: 2, running: 5, pool_capacity: 1, max_threads: 5, requests_count: 9 }))
+      text = metrics.render
+      assert_includes text, %(puma_backlog{worker="#{Process.pid}"} 2\n)
+      assert_includes text, %(puma_pool_capacity{worker="#{Process.pid}"} 1\n)
+      assert_includes text, %(puma_max_threads{worker="#{Process.pid}"} 5\n)
+      refute_includes text, %(worker="#{child}"), "the exited worker has no gauges"
+      assert_includes text, %(rails_requests_total{status="200"} 1\n), "but its counters remain"
+    end
+  end
+
+  def test_single_process_without_a_directory_keeps_counters_in_memory
+    metrics = Reference::Metrics.new(dir: nil, server: "falcon", gvl_source: "estimate")
+    metrics.record(404, FakeTiming.new(0.001, 0.001, 0.0, 0.0, 0.0, 0.0))
+    text = metrics.render
+    assert_includes text, %(rails_requests_total{status="404"} 1\n)
+    assert_match(/^ruby_gvl_metrics_info\{server="falcon",gvl_source="estimate",runqueue_source="(schedstat|none)",ruby_version="#{RUBY_VERSION}"\} 1$/, text)
+    assert_includes text, "# TYPE rails_request_duration_seconds histogram"
+    refute_includes text, "puma_backlog", "no Puma gauges without a Puma server"
+  end
+
+  # io wait counts the nominal dependency time; CPU burnt between waits is running time; the
+  # kernel's run-queue wait is its own part; what is left of the wall time is the GVL estimate.
+  def test_timing_splits_wall_time_into_running_io_and_the_rest
+    timing = Reference::Timing.new(:estimate)
+    timing.io_wait(0.05) { sleep 0.05 }
+    deadline = Reference::Timing.thread_cpu + 0.03
+    nil while Reference::Timing.thread_cpu < deadline
+    timing.io_wait(0.02) { sleep 0.02 }
+    timing.finish
+    assert_in_delta 0.07, timing.io, 1e-12
+    assert_operator timing.cpu, :>=, 0.03
+    assert_operator timing.wall, :>=, 0.1
+    assert_operator timing.runqueue, :>=, 0.0
+    assert_in_delta [timing.wall - timing.cpu - timing.io - timing.runqueue, 0.0].max, timing.gvl, 1e-9
+  end
+
+  # An io wait that is cut short (a failing dependency) counts only the time actually waited.
+  def test_io_wait_is_capped_at_the_measured_time
+    timing = Reference::Timing.new(:estimate)
+    timing.io_wait(5.0) { sleep 0.01 }
+    timing.finish
+    assert_operator timing.io, :<, 1.0
+    assert_operator timing.io, :>=, 0.01
+  end
+end
+
+class RunQueueTest < Minitest::Test
+  # The kernel's per-thread counter moves when the thread competes for a CPU; here only check
+  # that it is read as a non-decreasing number of seconds where Linux provides it.
+  def test_reads_the_threads_run_queue_wait
+    skip "no /proc/thread-self/schedstat on this kernel" unless Reference::RunQueue.available?
+
+    first = Reference::RunQueue.seconds
+    x = 0
+    200_000.times { |i| x += i }
+    assert_operator Reference::RunQueue.seconds, :>=, first
+    assert_equal 1.5, Reference::RunQueue.seconds_from("100 1500000000 7\n")
+    assert_nil Reference::RunQueue.seconds_from("garbage")
+  end
+end
