@@ -128,7 +128,7 @@ pub fn prometheus_binary() -> PathBuf {
     assert!(
         bin.is_file(),
         "the prometheus binary is missing at {}: this test needs a real Prometheus. Install it \
-         with `scripts/install-prometheus.sh` (Debian package `prometheus`) or point \
+         with `scripts/install-deps` (Debian package `prometheus`) or point \
          PROMETHEUS_BIN at one",
         bin.display()
     );
