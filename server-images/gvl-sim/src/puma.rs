@@ -1,0 +1,166 @@
+//! Threaded mode, shaped like a Puma worker: a reactor reads requests off connections and
+//! hands them to a fixed pool of `RAILS_MAX_THREADS` OS threads that share one GVL. A thread
+//! holds the GVL for CPU work and releases it while blocked in I/O. The worker accepts new
+//! connections only while it has a free thread (Puma's `wait_until_not_full`), so excess
+//! connections wait in the kernel's accept backlog, where another worker can take them.
+//!
+//! `/metrics` and `/healthz` are answered by the reactor, not the pool — like yabeda's
+//! separate exporter server — so scrapes still work when every thread is busy.
+
+use crate::gvl::{Gvl, GvlTimes};
+use crate::http::{route, simple, Body, Route};
+use crate::server::Shared;
+use crate::work::Step;
+use http::{Request, Response};
+use hyper::body::Incoming;
+use hyper::server::conn::http1;
+use hyper::service::service_fn;
+use hyper_util::rt::TokioIo;
+use std::convert::Infallible;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::mpsc;
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+use tokio::sync::{oneshot, Notify};
+
+struct Job {
+    steps: Vec<Step>,
+    reply: oneshot::Sender<GvlTimes>,
+}
+
+struct Pool {
+    threads: usize,
+    /// Requests queued or running.
+    in_flight: AtomicUsize,
+    /// Signalled whenever a thread finishes a request.
+    freed: Notify,
+    jobs: Mutex<mpsc::Sender<Job>>,
+}
+
+/// Runs one request's steps on the calling pool thread.
+pub fn run_steps(gvl: &Gvl, steps: &[Step]) -> GvlTimes {
+    let mut times = GvlTimes::default();
+    for step in steps {
+        match *step {
+            Step::Cpu(d) => gvl.run_cpu(d, &mut times),
+            Step::Io(d) => {
+                let t = Instant::now();
+                std::thread::sleep(d);
+                times.io_wait += t.elapsed();
+            }
+        }
+    }
+    times
+}
+
+pub fn spawn_worker(
+    worker: usize,
+    listener: std::net::TcpListener,
+    shared: Arc<Shared>,
+) -> std::io::Result<()> {
+    let gvl = Arc::new(Gvl::new());
+    let (tx, rx) = mpsc::channel::<Job>();
+    let rx = Arc::new(Mutex::new(rx));
+    let pool = Arc::new(Pool {
+        threads: shared.config.threads,
+        in_flight: AtomicUsize::new(0),
+        freed: Notify::new(),
+        jobs: Mutex::new(tx),
+    });
+    for t in 0..pool.threads {
+        let (gvl, rx, pool, shared) = (gvl.clone(), rx.clone(), pool.clone(), shared.clone());
+        std::thread::Builder::new()
+            .name(format!("puma-w{worker}-t{t}"))
+            .spawn(move || loop {
+                let job = match rx.lock() {
+                    Ok(rx) => rx.recv(),
+                    Err(_) => return,
+                };
+                let Ok(job) = job else { return };
+                shared.metrics.backlog().dec();
+                let times = run_steps(&gvl, &job.steps);
+                let _ = job.reply.send(times);
+                pool.in_flight.fetch_sub(1, Ordering::AcqRel);
+                pool.freed.notify_one();
+            })?;
+    }
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    std::thread::Builder::new()
+        .name(format!("puma-w{worker}-reactor"))
+        .spawn(move || runtime.block_on(reactor(worker, listener, pool, shared)))?;
+    Ok(())
+}
+
+async fn reactor(
+    worker: usize,
+    listener: std::net::TcpListener,
+    pool: Arc<Pool>,
+    shared: Arc<Shared>,
+) {
+    let listener = match tokio::net::TcpListener::from_std(listener) {
+        Ok(l) => l,
+        Err(e) => {
+            eprintln!("gvl-sim: worker {worker}: cannot listen: {e}");
+            return;
+        }
+    };
+    loop {
+        while pool.in_flight.load(Ordering::Acquire) >= pool.threads {
+            pool.freed.notified().await;
+        }
+        let stream = match listener.accept().await {
+            Ok((stream, _)) => stream,
+            Err(e) => {
+                eprintln!("gvl-sim: worker {worker}: accept: {e}");
+                tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+                continue;
+            }
+        };
+        let _ = stream.set_nodelay(true);
+        let (pool, shared) = (pool.clone(), shared.clone());
+        tokio::spawn(async move {
+            let svc = service_fn(move |req| handle(worker, req, pool.clone(), shared.clone()));
+            let _ = http1::Builder::new()
+                .serve_connection(TokioIo::new(stream), svc)
+                .await;
+        });
+    }
+}
+
+async fn handle(
+    worker: usize,
+    req: Request<Incoming>,
+    pool: Arc<Pool>,
+    shared: Arc<Shared>,
+) -> Result<Response<Body>, Infallible> {
+    let started = Instant::now();
+    let r = route(
+        req.method(),
+        req.uri().path(),
+        req.uri().query(),
+        &shared.config.work,
+    );
+    let Route::Work(spec) = r else {
+        return Ok(simple(&r, || shared.metrics.render()));
+    };
+    let (steps, fail) = shared.prepare(&spec);
+    let (reply, done) = oneshot::channel();
+    pool.in_flight.fetch_add(1, Ordering::AcqRel);
+    shared.metrics.backlog().inc();
+    let sent = match pool.jobs.lock() {
+        Ok(jobs) => jobs.send(Job { steps, reply }).is_ok(),
+        Err(_) => false,
+    };
+    let times = if sent { done.await.ok() } else { None };
+    let Some(times) = times else {
+        // The pool is gone (a thread panicked); answer rather than hang.
+        return Ok(crate::http::text(
+            http::StatusCode::SERVICE_UNAVAILABLE,
+            "text/plain",
+            "thread pool unavailable\n".into(),
+        ));
+    };
+    Ok(shared.finish(worker, fail, started, &times))
+}
