@@ -23,6 +23,15 @@ impl ServerKind {
     }
 }
 
+/// How CPU work is timed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum CpuClock {
+    /// The thread's own CPU time: a fixed amount of work, slower on a loaded machine (Ruby).
+    Thread,
+    /// Wall time holding the GVL: exact shares on a shared machine (benchmarks).
+    Wall,
+}
+
 /// The work one request does. Times are milliseconds before jitter.
 #[derive(Debug, Clone, PartialEq)]
 pub struct WorkSpec {
@@ -32,6 +41,7 @@ pub struct WorkSpec {
     pub io_calls: u32,
     /// Each of CPU and I/O time is scaled by a uniform factor in [1 - jitter, 1 + jitter].
     pub jitter: f64,
+    pub cpu_clock: CpuClock,
 }
 
 /// Fault injection, all off by default.
@@ -144,6 +154,17 @@ impl ServeConfig {
             io_ms: number(lookup, "IO_MS", 20.0, 0.0, 600_000.0, "0..=600000 ms")?,
             io_calls: number(lookup, "IO_CALLS", 1, 1, 1000, "1..=1000 waits")?,
             jitter: number(lookup, "JITTER", 0.0, 0.0, 1.0, "a fraction 0..=1")?,
+            cpu_clock: match lookup("CPU_CLOCK")?.as_deref().map(str::trim) {
+                None | Some("") | Some("thread") => CpuClock::Thread,
+                Some("wall") => CpuClock::Wall,
+                Some(other) => {
+                    return Err(ConfigError::OutOfRange {
+                        var: "CPU_CLOCK",
+                        value: other.to_string(),
+                        reason: "use thread or wall",
+                    })
+                }
+            },
         };
         let db_pool = match number(lookup, "DB_POOL", 0usize, 0, 100_000, "0 (off) or more")? {
             0 => None,
@@ -221,6 +242,7 @@ mod tests {
             ("IO_MS", "500"),
             ("IO_CALLS", "3"),
             ("JITTER", "0.1"),
+            ("CPU_CLOCK", "wall"),
             ("DB_POOL", "20"),
             ("ERROR_RATE", "0.05"),
             ("EXTRA_LATENCY_MS", "30"),
@@ -237,7 +259,8 @@ mod tests {
                 cpu_ms: 2.5,
                 io_ms: 500.0,
                 io_calls: 3,
-                jitter: 0.1
+                jitter: 0.1,
+                cpu_clock: CpuClock::Wall,
             }
         );
         assert_eq!(c.db_pool, Some(20));
@@ -299,6 +322,8 @@ mod tests {
         assert!(parse(&[("CPU_MS", "NaN")]).is_err());
         assert!(parse(&[("PORT", "70000")]).is_err());
         assert!(parse(&[("PORT", "0")]).is_ok());
+        let err = parse(&[("CPU_CLOCK", "sundial")]).unwrap_err();
+        assert!(err.to_string().starts_with("CPU_CLOCK="), "{err}");
     }
 
     #[test]

@@ -29,7 +29,7 @@ pub async fn run_steps(steps: &[Step], db_pool: Option<&Semaphore>, shared: &Sha
         match *step {
             Step::Cpu(d) => {
                 let t = std::time::Instant::now();
-                spin_cpu_with(d, || {});
+                spin_cpu_with(d, shared.config.work.cpu_clock, || {});
                 times.running += t.elapsed();
             }
             Step::Io(d) => {

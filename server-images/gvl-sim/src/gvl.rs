@@ -5,6 +5,7 @@
 //! yields to waiting threads. CPU work is a real busy loop measured in the thread's own CPU
 //! time, so it costs what Ruby code costs and takes longer on a loaded machine, as Ruby does.
 
+use crate::config::CpuClock;
 use parking_lot::{Mutex, MutexGuard};
 use std::hint::black_box;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -58,12 +59,12 @@ impl Gvl {
     }
 
     /// Runs `cpu` of CPU work under the GVL and adds the time spent to `times`.
-    pub fn run_cpu(&self, cpu: Duration, times: &mut GvlTimes) {
+    pub fn run_cpu(&self, cpu: Duration, clock: CpuClock, times: &mut GvlTimes) {
         let (mut guard, waited) = self.acquire();
         times.gvl_wait += waited;
         let mut held_since = Instant::now();
         let mut slice_start = held_since;
-        spin_cpu_with(cpu, || {
+        spin_cpu_with(cpu, clock, || {
             if slice_start.elapsed() >= QUANTUM && self.waiting() > 0 {
                 times.running += held_since.elapsed();
                 let t = Instant::now();
@@ -93,15 +94,16 @@ pub fn thread_cpu_time() -> Duration {
     Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32)
 }
 
-/// Busy-spins until this thread has used `cpu` of CPU time, calling `tick` between short
-/// bursts. If the CPU clock is unavailable it falls back to wall time.
-pub fn spin_cpu_with(cpu: Duration, mut tick: impl FnMut()) {
+/// Busy-spins until this thread has used `cpu` of CPU time (or, with `CpuClock::Wall`, until
+/// `cpu` of wall time has passed), calling `tick` between short bursts. If the CPU clock is
+/// unavailable it falls back to wall time.
+pub fn spin_cpu_with(cpu: Duration, clock: CpuClock, mut tick: impl FnMut()) {
     if cpu.is_zero() {
         return;
     }
     let cpu_start = thread_cpu_time();
     let wall_start = Instant::now();
-    let clock_works = cpu_start > Duration::ZERO;
+    let clock_works = clock == CpuClock::Thread && cpu_start > Duration::ZERO;
     let mut x = 0u64;
     loop {
         for i in 0..2_000u64 {
@@ -128,15 +130,22 @@ mod tests {
     #[test]
     fn spinning_uses_real_cpu_time() {
         let before = thread_cpu_time();
-        spin_cpu_with(Duration::from_millis(20), || {});
+        spin_cpu_with(Duration::from_millis(20), CpuClock::Thread, || {});
         assert!(thread_cpu_time() - before >= Duration::from_millis(20));
+    }
+
+    #[test]
+    fn wall_clock_spinning_lasts_the_wall_time() {
+        let start = Instant::now();
+        spin_cpu_with(Duration::from_millis(20), CpuClock::Wall, || {});
+        assert!(start.elapsed() >= Duration::from_millis(20));
     }
 
     #[test]
     fn uncontended_cpu_counts_as_running_only() {
         let gvl = Gvl::new();
         let mut t = GvlTimes::default();
-        gvl.run_cpu(Duration::from_millis(15), &mut t);
+        gvl.run_cpu(Duration::from_millis(15), CpuClock::Thread, &mut t);
         assert!(t.running >= Duration::from_millis(15), "{t:?}");
         assert_eq!(t.io_wait, Duration::ZERO);
         // No other thread: waiting is just the uncontended lock, far below the CPU time.
@@ -158,13 +167,13 @@ mod tests {
                 while gvl.waiting() == 0 {
                     std::thread::yield_now();
                 }
-                spin_cpu_with(Duration::from_millis(30), || {});
+                spin_cpu_with(Duration::from_millis(30), CpuClock::Thread, || {});
                 MutexGuard::unlock_fair(guard);
             })
         };
         held_rx.recv().unwrap();
         let mut t = GvlTimes::default();
-        gvl.run_cpu(Duration::from_millis(5), &mut t);
+        gvl.run_cpu(Duration::from_millis(5), CpuClock::Thread, &mut t);
         holder.join().unwrap();
         assert!(t.gvl_wait >= Duration::from_millis(30), "{t:?}");
         assert!(t.running >= Duration::from_millis(5), "{t:?}");
@@ -187,13 +196,13 @@ mod tests {
                 }
                 drop(guard);
                 // Now compete from a queued position: the short thread holds or waits.
-                gvl.run_cpu(QUANTUM * 3, &mut t);
+                gvl.run_cpu(QUANTUM * 3, CpuClock::Thread, &mut t);
                 t
             })
         };
         held_rx.recv().unwrap();
         let mut short = GvlTimes::default();
-        gvl.run_cpu(Duration::from_millis(1), &mut short);
+        gvl.run_cpu(Duration::from_millis(1), CpuClock::Thread, &mut short);
         let long_times = long.join().unwrap();
         // Without time slices the short request would wait for the whole burst.
         assert!(

@@ -85,6 +85,7 @@ mod tests {
             io_ms: 2.0,
             io_calls: 1,
             jitter: 0.0,
+            cpu_clock: crate::config::CpuClock::Thread,
         }
     }
 

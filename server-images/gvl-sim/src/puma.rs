@@ -7,6 +7,7 @@
 //! `/metrics` and `/healthz` are answered by the reactor, not the pool — like yabeda's
 //! separate exporter server — so scrapes still work when every thread is busy.
 
+use crate::config::CpuClock;
 use crate::gvl::{Gvl, GvlTimes};
 use crate::http::{route, simple, Body, Route};
 use crate::server::Shared;
@@ -38,11 +39,11 @@ struct Pool {
 }
 
 /// Runs one request's steps on the calling pool thread.
-pub fn run_steps(gvl: &Gvl, steps: &[Step]) -> GvlTimes {
+pub fn run_steps(gvl: &Gvl, steps: &[Step], clock: CpuClock) -> GvlTimes {
     let mut times = GvlTimes::default();
     for step in steps {
         match *step {
-            Step::Cpu(d) => gvl.run_cpu(d, &mut times),
+            Step::Cpu(d) => gvl.run_cpu(d, clock, &mut times),
             Step::Io(d) => {
                 let t = Instant::now();
                 std::thread::sleep(d);
@@ -78,7 +79,7 @@ pub fn spawn_worker(
                 };
                 let Ok(job) = job else { return };
                 shared.metrics.backlog().dec();
-                let times = run_steps(&gvl, &job.steps);
+                let times = run_steps(&gvl, &job.steps, shared.config.work.cpu_clock);
                 let _ = job.reply.send(times);
                 pool.in_flight.fetch_sub(1, Ordering::AcqRel);
                 pool.freed.notify_one();

@@ -52,6 +52,7 @@ pub fn with_overrides(base: &WorkSpec, query: Option<&str>) -> Result<WorkSpec, 
             "1..=1000 waits",
         )?,
         jitter: number(&lookup, "jitter", base.jitter, 0.0, 1.0, "a fraction 0..=1")?,
+        cpu_clock: base.cpu_clock,
     })
 }
 
@@ -98,6 +99,7 @@ pub fn plan(spec: &WorkSpec, extra_latency_ms: f64, rng: &mut fastrand::Rng) -> 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::config::CpuClock;
 
     fn spec(cpu_ms: f64, io_ms: f64, io_calls: u32) -> WorkSpec {
         WorkSpec {
@@ -105,6 +107,7 @@ mod tests {
             io_ms,
             io_calls,
             jitter: 0.0,
+            cpu_clock: CpuClock::Thread,
         }
     }
 
