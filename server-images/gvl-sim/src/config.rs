@@ -61,6 +61,8 @@ pub struct ServeConfig {
     /// Threads per worker (puma); falcon ignores it.
     pub threads: usize,
     pub port: u16,
+    /// Also serve `/metrics` and `/healthz` on this port (the Ruby app's `METRICS_PORT`).
+    pub metrics_port: Option<u16>,
     pub work: WorkSpec,
     /// Falcon: at most this many concurrent I/O waits per worker (the seed's `Async::Semaphore`).
     pub db_pool: Option<usize>,
@@ -147,8 +149,16 @@ impl ServeConfig {
             Some(other) => return Err(ConfigError::UnknownServer(other.to_string())),
         };
         let workers = number(lookup, "WEB_CONCURRENCY", 1, 1, 64, "1..=64 workers")?;
-        let threads = number(lookup, "RAILS_MAX_THREADS", 5, 1, 1024, "1..=1024 threads")?;
+        // Puma reads PUMA_MAX_THREADS before the Rails-generated config's RAILS_MAX_THREADS.
+        let threads = match number(lookup, "PUMA_MAX_THREADS", 0, 1, 1024, "1..=1024 threads")? {
+            0 => number(lookup, "RAILS_MAX_THREADS", 5, 1, 1024, "1..=1024 threads")?,
+            n => n,
+        };
         let port = number(lookup, "PORT", 3000u16, 0, u16::MAX, "0..=65535")?;
+        let metrics_port = match number(lookup, "METRICS_PORT", 0u16, 1, u16::MAX, "1..=65535")? {
+            0 => None,
+            p => Some(p),
+        };
         let work = WorkSpec {
             cpu_ms: number(lookup, "CPU_MS", 5.0, 0.0, 60_000.0, "0..=60000 ms")?,
             io_ms: number(lookup, "IO_MS", 20.0, 0.0, 600_000.0, "0..=600000 ms")?,
@@ -166,8 +176,12 @@ impl ServeConfig {
                 }
             },
         };
+        // DB_CONCURRENCY is the Ruby reference app's name for the same limit.
         let db_pool = match number(lookup, "DB_POOL", 0usize, 0, 100_000, "0 (off) or more")? {
-            0 => None,
+            0 => match number(lookup, "DB_CONCURRENCY", 0, 0, 100_000, "0 (off) or more")? {
+                0 => None,
+                n => Some(n),
+            },
             n => Some(n),
         };
         let faults = Faults {
@@ -203,6 +217,7 @@ impl ServeConfig {
             workers,
             threads,
             port,
+            metrics_port,
             work,
             db_pool,
             faults,
@@ -228,6 +243,7 @@ mod tests {
         assert_eq!((c.workers, c.threads, c.port), (1, 5, 3000));
         assert_eq!(c.work.io_calls, 1);
         assert_eq!(c.db_pool, None);
+        assert_eq!(c.metrics_port, None);
         assert_eq!(c.faults, Faults::default());
     }
 
@@ -269,6 +285,24 @@ mod tests {
         assert_eq!(c.faults.memory_growth_kb_per_request, 4);
         assert_eq!(c.faults.memory_growth_kb_per_minute, 1024);
         assert_eq!(c.faults.slow_start_s, 1.5);
+    }
+
+    #[test]
+    fn ruby_app_spellings() {
+        let c = parse(&[
+            ("RAILS_MAX_THREADS", "5"),
+            ("PUMA_MAX_THREADS", "3"),
+            ("DB_CONCURRENCY", "10"),
+            ("METRICS_PORT", "9394"),
+        ])
+        .unwrap();
+        assert_eq!(
+            (c.threads, c.db_pool, c.metrics_port),
+            (3, Some(10), Some(9394))
+        );
+        let c = parse(&[("DB_POOL", "4"), ("DB_CONCURRENCY", "10")]).unwrap();
+        assert_eq!(c.db_pool, Some(4));
+        assert!(parse(&[("PUMA_MAX_THREADS", "0")]).is_err());
     }
 
     #[test]

@@ -32,8 +32,20 @@ pub struct Metrics {
     io_wait: Seconds,
     running: Seconds,
     db_pool_wait: Seconds,
-    backlog: Gauge,
+    puma: [Family<Vec<(String, String)>, Gauge>; 4],
     resident: Gauge,
+}
+
+/// yabeda-puma-plugin's gauges for one worker (label `worker`).
+#[derive(Clone)]
+pub struct PumaGauges {
+    /// Requests read but waiting for a thread.
+    pub backlog: Gauge,
+    /// Threads busy with a request.
+    pub running: Gauge,
+    /// Threads free to take a request.
+    pub pool_capacity: Gauge,
+    pub max_threads: Gauge,
 }
 
 impl Default for Metrics {
@@ -48,7 +60,8 @@ impl Metrics {
         let duration = Histogram::new(DURATION_BUCKETS);
         let requests = Family::<Vec<(String, String)>, Counter>::default();
         let (gvl_wait, io_wait, running, db_pool_wait) = Default::default();
-        let (backlog, resident) = Default::default();
+        let puma: [Family<Vec<(String, String)>, Gauge>; 4] = Default::default();
+        let resident = Gauge::<i64>::default();
         registry.register(
             "rails_request_duration_seconds",
             "Request processing time, from the request being read to the response",
@@ -71,15 +84,22 @@ impl Metrics {
             Seconds::clone(&running),
         );
         registry.register(
-            "gvlsim_db_pool_wait_seconds",
-            "Falcon: time requests waited for the DB_POOL semaphore",
+            "ruby_db_pool_wait_seconds",
+            "Falcon: time requests waited for a DB slot (DB_POOL semaphore)",
             Seconds::clone(&db_pool_wait),
         );
-        registry.register(
-            "puma_backlog",
-            "Requests read but waiting for a free thread, all workers",
-            Gauge::<i64>::clone(&backlog),
-        );
+        let puma_help = [
+            (
+                "puma_backlog",
+                "Requests read but waiting for a free thread",
+            ),
+            ("puma_running", "Threads busy with a request"),
+            ("puma_pool_capacity", "Threads free to take a request"),
+            ("puma_max_threads", "Threads per worker"),
+        ];
+        for ((name, help), family) in puma_help.iter().zip(puma.iter()) {
+            registry.register(*name, *help, family.clone());
+        }
         registry.register(
             "process_resident_memory_bytes",
             "Resident memory of the process (all workers), from /proc/self/status",
@@ -93,7 +113,7 @@ impl Metrics {
             io_wait,
             running,
             db_pool_wait,
-            backlog,
+            puma,
             resident,
         }
     }
@@ -112,8 +132,19 @@ impl Metrics {
         self.db_pool_wait.inc_by(waited.as_secs_f64());
     }
 
-    pub fn backlog(&self) -> &Gauge {
-        &self.backlog
+    /// The Puma gauges of one worker.
+    pub fn puma_worker(&self, worker: usize) -> PumaGauges {
+        let label = vec![("worker".to_string(), worker.to_string())];
+        let [backlog, running, pool_capacity, max_threads] = self
+            .puma
+            .each_ref()
+            .map(|f| f.get_or_create(&label).clone());
+        PumaGauges {
+            backlog,
+            running,
+            pool_capacity,
+            max_threads,
+        }
     }
 
     /// The exposition text, with resident memory read now.
@@ -154,6 +185,7 @@ mod tests {
         };
         m.observe_request(200, Duration::from_millis(900), &times);
         m.observe_request(500, Duration::from_millis(3), &GvlTimes::default());
+        m.puma_worker(1).max_threads.set(5);
         let text = m.render();
         for needle in [
             "rails_request_duration_seconds_bucket{le=\"0.75\"} 1",
@@ -165,7 +197,8 @@ mod tests {
             "ruby_gvl_wait_seconds_total 0.25",
             "ruby_io_wait_seconds_total 0.5",
             "ruby_running_seconds_total 0.125",
-            "puma_backlog 0",
+            "puma_backlog{worker=\"1\"} 0",
+            "puma_max_threads{worker=\"1\"} 5",
             "process_resident_memory_bytes ",
         ] {
             assert!(text.contains(needle), "missing {needle:?} in\n{text}");

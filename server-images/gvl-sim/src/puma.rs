@@ -10,6 +10,7 @@
 use crate::config::CpuClock;
 use crate::gvl::{Gvl, GvlTimes};
 use crate::http::{route, simple, Body, Route};
+use crate::metrics::PumaGauges;
 use crate::server::Shared;
 use crate::work::Step;
 use http::{Request, Response};
@@ -26,7 +27,8 @@ use tokio::sync::{oneshot, Notify};
 
 struct Job {
     steps: Vec<Step>,
-    reply: oneshot::Sender<GvlTimes>,
+    fail: bool,
+    reply: oneshot::Sender<Response<Body>>,
 }
 
 struct Pool {
@@ -36,6 +38,7 @@ struct Pool {
     /// Signalled whenever a thread finishes a request.
     freed: Notify,
     jobs: Mutex<mpsc::Sender<Job>>,
+    gauges: PumaGauges,
 }
 
 /// Runs one request's steps on the calling pool thread.
@@ -62,11 +65,16 @@ pub fn spawn_worker(
     let gvl = Arc::new(Gvl::new());
     let (tx, rx) = mpsc::channel::<Job>();
     let rx = Arc::new(Mutex::new(rx));
+    let gauges = shared.metrics.puma_worker(worker);
+    let threads = shared.config.threads;
+    gauges.max_threads.set(threads as i64);
+    gauges.pool_capacity.set(threads as i64);
     let pool = Arc::new(Pool {
-        threads: shared.config.threads,
+        threads,
         in_flight: AtomicUsize::new(0),
         freed: Notify::new(),
         jobs: Mutex::new(tx),
+        gauges,
     });
     for t in 0..pool.threads {
         let (gvl, rx, pool, shared) = (gvl.clone(), rx.clone(), pool.clone(), shared.clone());
@@ -78,11 +86,21 @@ pub fn spawn_worker(
                     Err(_) => return,
                 };
                 let Ok(job) = job else { return };
-                shared.metrics.backlog().dec();
+                let g = &pool.gauges;
+                g.backlog.dec();
+                g.running.inc();
+                g.pool_capacity.dec();
+                // Like yabeda-rails, the duration starts when the app gets the request: the
+                // wait for a thread shows in `puma_backlog`, not in the histogram.
+                let started = Instant::now();
                 let times = run_steps(&gvl, &job.steps, shared.config.work.cpu_clock);
-                let _ = job.reply.send(times);
+                // Recorded even if the client has gone: Puma finishes the request too.
+                let resp = shared.finish(worker, job.fail, started, &times);
+                g.running.dec();
+                g.pool_capacity.inc();
                 pool.in_flight.fetch_sub(1, Ordering::AcqRel);
                 pool.freed.notify_one();
+                let _ = job.reply.send(resp);
             })?;
     }
     let runtime = tokio::runtime::Builder::new_current_thread()
@@ -122,7 +140,7 @@ async fn reactor(
         let _ = stream.set_nodelay(true);
         let (pool, shared) = (pool.clone(), shared.clone());
         tokio::spawn(async move {
-            let svc = service_fn(move |req| handle(worker, req, pool.clone(), shared.clone()));
+            let svc = service_fn(move |req| handle(req, pool.clone(), shared.clone()));
             let _ = http1::Builder::new()
                 .serve_connection(TokioIo::new(stream), svc)
                 .await;
@@ -131,12 +149,10 @@ async fn reactor(
 }
 
 async fn handle(
-    worker: usize,
     req: Request<Incoming>,
     pool: Arc<Pool>,
     shared: Arc<Shared>,
 ) -> Result<Response<Body>, Infallible> {
-    let started = Instant::now();
     let r = route(
         req.method(),
         req.uri().path(),
@@ -149,13 +165,13 @@ async fn handle(
     let (steps, fail) = shared.prepare(&spec);
     let (reply, done) = oneshot::channel();
     pool.in_flight.fetch_add(1, Ordering::AcqRel);
-    shared.metrics.backlog().inc();
+    pool.gauges.backlog.inc();
     let sent = match pool.jobs.lock() {
-        Ok(jobs) => jobs.send(Job { steps, reply }).is_ok(),
+        Ok(jobs) => jobs.send(Job { steps, fail, reply }).is_ok(),
         Err(_) => false,
     };
-    let times = if sent { done.await.ok() } else { None };
-    let Some(times) = times else {
+    let resp = if sent { done.await.ok() } else { None };
+    let Some(resp) = resp else {
         // The pool is gone (a thread panicked); answer rather than hang.
         return Ok(crate::http::text(
             http::StatusCode::SERVICE_UNAVAILABLE,
@@ -163,5 +179,5 @@ async fn handle(
             "thread pool unavailable\n".into(),
         ));
     };
-    Ok(shared.finish(worker, fail, started, &times))
+    Ok(resp)
 }

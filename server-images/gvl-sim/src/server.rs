@@ -73,6 +73,8 @@ impl Shared {
 /// A started server.
 pub struct Running {
     pub addr: SocketAddr,
+    /// The `METRICS_PORT` listener, if any.
+    pub metrics_addr: Option<SocketAddr>,
 }
 
 /// Puma's default accept backlog.
@@ -103,13 +105,62 @@ pub fn start(config: ServeConfig, ip: IpAddr) -> std::io::Result<Running> {
             ServerKind::Falcon => crate::falcon::spawn_worker(worker, listener, shared.clone())?,
         }
     }
+    let metrics_addr = match shared.config.metrics_port {
+        Some(port) => Some(spawn_metrics_listener(
+            SocketAddr::new(ip, port),
+            shared.clone(),
+        )?),
+        None => None,
+    };
     let per_minute = shared.config.faults.memory_growth_kb_per_minute;
     if per_minute > 0 {
         std::thread::Builder::new()
             .name("memory-growth".into())
             .spawn(move || grow_per_minute(per_minute))?;
     }
-    Ok(Running { addr })
+    Ok(Running { addr, metrics_addr })
+}
+
+/// `/metrics` and `/healthz` on their own port and thread, like the Ruby app's `METRICS_PORT`
+/// (and yabeda's exporter): scrapes work even while every worker is busy.
+fn spawn_metrics_listener(addr: SocketAddr, shared: Arc<Shared>) -> std::io::Result<SocketAddr> {
+    use hyper::server::conn::http1;
+    use hyper::service::service_fn;
+    let listener = listen(addr)?;
+    let local = listener.local_addr()?;
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    std::thread::Builder::new()
+        .name("metrics".into())
+        .spawn(move || {
+            runtime.block_on(async move {
+                let Ok(listener) = tokio::net::TcpListener::from_std(listener) else {
+                    eprintln!("gvl-sim: cannot listen on METRICS_PORT");
+                    return;
+                };
+                while let Ok((stream, _)) = listener.accept().await {
+                    let shared = shared.clone();
+                    tokio::spawn(async move {
+                        let svc = service_fn(move |req: http::Request<hyper::body::Incoming>| {
+                            let shared = shared.clone();
+                            async move {
+                                let r = match req.uri().path() {
+                                    "/metrics" => crate::http::Route::Metrics,
+                                    "/healthz" => crate::http::Route::Health,
+                                    _ => crate::http::Route::NotFound,
+                                };
+                                let resp = crate::http::simple(&r, || shared.metrics.render());
+                                Ok::<_, std::convert::Infallible>(resp)
+                            }
+                        });
+                        let io = hyper_util::rt::TokioIo::new(stream);
+                        let _ = http1::Builder::new().serve_connection(io, svc).await;
+                    });
+                }
+            })
+        })?;
+    Ok(local)
 }
 
 /// Grows memory at `kb_per_minute`, in one-second steps.

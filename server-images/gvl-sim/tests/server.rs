@@ -116,7 +116,46 @@ fn metrics_aggregate_over_workers() {
     }
     let text = get(addr, "/metrics").1;
     assert_eq!(metric(&text, "rails_requests_total{status=\"200\"}"), 9.0);
-    assert_eq!(metric(&text, "puma_backlog"), 0.0);
+    for w in 0..3 {
+        assert_eq!(
+            metric(&text, &format!("puma_backlog{{worker=\"{w}\"}}")),
+            0.0
+        );
+        assert_eq!(
+            metric(&text, &format!("puma_running{{worker=\"{w}\"}}")),
+            0.0
+        );
+        assert_eq!(
+            metric(&text, &format!("puma_pool_capacity{{worker=\"{w}\"}}")),
+            2.0
+        );
+        assert_eq!(
+            metric(&text, &format!("puma_max_threads{{worker=\"{w}\"}}")),
+            2.0
+        );
+    }
+}
+
+#[test]
+fn metrics_port_serves_the_same_counters() {
+    let mut map: HashMap<&'static str, String> = HashMap::new();
+    map.insert("PORT", "0".into());
+    map.insert("IO_MS", "1".into());
+    // A free port for METRICS_PORT (0 means off there).
+    let free = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    map.insert("METRICS_PORT", free.to_string());
+    let config = ServeConfig::from_lookup(&|v| Ok(map.get(v).cloned())).unwrap();
+    let running = start(config, IpAddr::from([127, 0, 0, 1])).unwrap();
+    let metrics_addr = running.metrics_addr.unwrap();
+    assert_eq!(get(running.addr, "/").0, 200);
+    let text = get(metrics_addr, "/metrics").1;
+    assert_eq!(metric(&text, "rails_requests_total{status=\"200\"}"), 1.0);
+    assert_eq!(get(metrics_addr, "/healthz").0, 200);
+    assert_eq!(get(metrics_addr, "/").0, 404);
 }
 
 #[test]
