@@ -39,6 +39,9 @@ pub struct WorkSpec {
     pub io_ms: f64,
     /// The I/O time is split into this many waits, with CPU slices between them.
     pub io_calls: u32,
+    /// Short DB-like waits of `db_ms` each (falcon: under the `DB_POOL` semaphore).
+    pub db_ms: f64,
+    pub db_calls: u32,
     /// Each of CPU and I/O time is scaled by a uniform factor in [1 - jitter, 1 + jitter].
     pub jitter: f64,
     pub cpu_clock: CpuClock,
@@ -163,6 +166,8 @@ impl ServeConfig {
             cpu_ms: number(lookup, "CPU_MS", 5.0, 0.0, 60_000.0, "0..=60000 ms")?,
             io_ms: number(lookup, "IO_MS", 20.0, 0.0, 600_000.0, "0..=600000 ms")?,
             io_calls: number(lookup, "IO_CALLS", 1, 1, 1000, "1..=1000 waits")?,
+            db_ms: number(lookup, "DB_MS", 0.0, 0.0, 60_000.0, "0..=60000 ms")?,
+            db_calls: number(lookup, "DB_CALLS", 0, 0, 1000, "0..=1000 waits")?,
             jitter: number(lookup, "JITTER", 0.0, 0.0, 1.0, "a fraction 0..=1")?,
             cpu_clock: match lookup("CPU_CLOCK")?.as_deref().map(str::trim) {
                 None | Some("") | Some("thread") => CpuClock::Thread,
@@ -257,6 +262,8 @@ mod tests {
             ("CPU_MS", "2.5"),
             ("IO_MS", "500"),
             ("IO_CALLS", "3"),
+            ("DB_MS", "2"),
+            ("DB_CALLS", "5"),
             ("JITTER", "0.1"),
             ("CPU_CLOCK", "wall"),
             ("DB_POOL", "20"),
@@ -275,6 +282,8 @@ mod tests {
                 cpu_ms: 2.5,
                 io_ms: 500.0,
                 io_calls: 3,
+                db_ms: 2.0,
+                db_calls: 5,
                 jitter: 0.1,
                 cpu_clock: CpuClock::Wall,
             }

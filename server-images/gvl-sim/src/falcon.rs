@@ -1,8 +1,8 @@
 //! Async mode, shaped like a Falcon worker: one single-threaded event loop, every request its
 //! own task (fiber). I/O waits are timers on the loop; CPU work is a busy loop on the loop's
 //! own thread, so it blocks every other request of the worker until it ends — fibers are
-//! cooperative. `DB_POOL` caps concurrent I/O waits per worker, as the seed's
-//! `Async::Semaphore` caps DB connections.
+//! cooperative. `DB_POOL` caps concurrent DB waits per worker, as the seed's
+//! `Async::Semaphore` caps DB connections (other I/O waits need no slot).
 //!
 //! Accounting: `running` is time in CPU work, `io_wait` the I/O timer's own length, and
 //! `gvl_wait` the delay between a timer's deadline and the task running again — the time a
@@ -32,15 +32,16 @@ pub async fn run_steps(steps: &[Step], db_pool: Option<&Semaphore>, shared: &Sha
                 spin_cpu_with(d, shared.config.work.cpu_clock, || {});
                 times.running += t.elapsed();
             }
-            Step::Io(d) => {
-                let permit = match db_pool {
-                    Some(sem) => {
+            Step::Io(d) | Step::Db(d) => {
+                // Only DB waits need a slot, as in the seed's `with_db_semaphore`.
+                let permit = match (step, db_pool) {
+                    (Step::Db(_), Some(sem)) => {
                         let t = Instant::now();
                         let p = sem.acquire().await.ok();
                         shared.metrics.observe_db_pool_wait(t.elapsed());
                         p
                     }
-                    None => None,
+                    _ => None,
                 };
                 let deadline = Instant::now() + d;
                 tokio::time::sleep_until(deadline).await;
@@ -115,4 +116,58 @@ async fn handle(
     let (steps, fail) = shared.prepare(&spec);
     let times = run_steps(&steps, db_pool.as_deref(), &shared).await;
     Ok(shared.finish(worker, fail, started, &times))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::ServeConfig;
+    use crate::metrics::Metrics;
+    use std::time::Duration;
+
+    fn shared() -> Shared {
+        Shared {
+            config: ServeConfig::from_lookup(&|_| Ok(None)).unwrap(),
+            metrics: Metrics::new(),
+        }
+    }
+
+    fn pool_wait(shared: &Shared) -> f64 {
+        let text = shared.metrics.render();
+        let line = text
+            .lines()
+            .find(|l| l.starts_with("ruby_db_pool_wait_seconds_total "))
+            .unwrap();
+        line.split(' ').nth(1).unwrap().parse().unwrap()
+    }
+
+    /// DB waits queue for a slot; other I/O does not. On tokio's paused clock, so exact.
+    #[tokio::test(start_paused = true)]
+    async fn only_db_waits_need_a_pool_slot() {
+        let shared = Arc::new(shared());
+        let pool = Arc::new(Semaphore::new(1));
+        let held = pool.clone().acquire_owned().await.unwrap();
+
+        let io = [Step::Io(Duration::from_millis(10))];
+        let t = run_steps(&io, Some(&pool), &shared).await;
+        assert_eq!(t.io_wait, Duration::from_millis(10));
+        assert_eq!(pool_wait(&shared), 0.0);
+
+        let task = {
+            let (shared, pool) = (shared.clone(), pool.clone());
+            tokio::spawn(async move {
+                let db = [Step::Db(Duration::from_millis(5))];
+                run_steps(&db, Some(&pool), &shared).await
+            })
+        };
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        drop(held);
+        let t = task.await.unwrap();
+        assert_eq!(t.io_wait, Duration::from_millis(5));
+        assert!(
+            (pool_wait(&shared) - 0.05).abs() < 0.002,
+            "{}",
+            pool_wait(&shared)
+        );
+    }
 }

@@ -11,7 +11,7 @@ pub type Body = Full<Bytes>;
 
 #[derive(Debug, Clone, PartialEq)]
 pub enum Route {
-    /// `GET /`: do the configured (or overridden) work.
+    /// `GET /` (configured work) or a seed 000 pattern (`/a`, `/b`, `/c`), with query overrides.
     Work(WorkSpec),
     Metrics,
     Health,
@@ -20,8 +20,28 @@ pub enum Route {
     MethodNotAllowed,
 }
 
+/// Seed 000's endpoint shapes, with the Ruby reference app's numbers: `/a` a quick DB access,
+/// `/b` `sleep(0.5)`, `/c` five short queries and two sequential 300 ms HTTP calls.
+pub fn pattern(path: &str, base: &WorkSpec) -> Option<WorkSpec> {
+    let (cpu_ms, io_ms, io_calls, db_ms, db_calls) = match path {
+        "/a" => (0.5, 0.0, 1, 2.0, 1),
+        "/b" => (0.0, 500.0, 1, 0.0, 0),
+        "/c" => (1.0, 600.0, 2, 2.0, 5),
+        _ => return None,
+    };
+    Some(WorkSpec {
+        cpu_ms,
+        io_ms,
+        io_calls,
+        db_ms,
+        db_calls,
+        ..base.clone()
+    })
+}
+
 pub fn route(method: &Method, path: &str, query: Option<&str>, base: &WorkSpec) -> Route {
-    let known = matches!(path, "/" | "/metrics" | "/healthz");
+    let preset = pattern(path, base);
+    let known = preset.is_some() || matches!(path, "/" | "/metrics" | "/healthz");
     if !known {
         return Route::NotFound;
     }
@@ -31,7 +51,7 @@ pub fn route(method: &Method, path: &str, query: Option<&str>, base: &WorkSpec) 
     match path {
         "/metrics" => Route::Metrics,
         "/healthz" => Route::Health,
-        _ => match with_overrides(base, query) {
+        _ => match with_overrides(preset.as_ref().unwrap_or(base), query) {
             Ok(spec) => Route::Work(spec),
             Err(e) => Route::BadRequest(e.to_string()),
         },
@@ -84,6 +104,8 @@ mod tests {
             cpu_ms: 1.0,
             io_ms: 2.0,
             io_calls: 1,
+            db_ms: 0.0,
+            db_calls: 0,
             jitter: 0.0,
             cpu_clock: crate::config::CpuClock::Thread,
         }
@@ -96,6 +118,17 @@ mod tests {
         assert_eq!(route(&Method::GET, "/metrics", None, &b), Route::Metrics);
         assert_eq!(route(&Method::GET, "/healthz", None, &b), Route::Health);
         assert_eq!(route(&Method::GET, "/nope", None, &b), Route::NotFound);
+        let Route::Work(c) = route(&Method::GET, "/c", Some("io_ms=60"), &b) else {
+            panic!("/c is a work route");
+        };
+        assert_eq!(
+            (c.cpu_ms, c.io_ms, c.io_calls, c.db_ms, c.db_calls),
+            (1.0, 60.0, 2, 2.0, 5)
+        );
+        let Route::Work(b500) = route(&Method::GET, "/b", None, &b) else {
+            panic!("/b is a work route");
+        };
+        assert_eq!((b500.cpu_ms, b500.io_ms, b500.db_calls), (0.0, 500.0, 0));
         assert_eq!(route(&Method::POST, "/", None, &b), Route::MethodNotAllowed);
         assert!(matches!(
             route(&Method::GET, "/", Some("io_ms=-1"), &b),

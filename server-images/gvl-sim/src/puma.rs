@@ -47,7 +47,7 @@ pub fn run_steps(gvl: &Gvl, steps: &[Step], clock: CpuClock) -> GvlTimes {
     for step in steps {
         match *step {
             Step::Cpu(d) => gvl.run_cpu(d, clock, &mut times),
-            Step::Io(d) => {
+            Step::Io(d) | Step::Db(d) => {
                 let t = Instant::now();
                 std::thread::sleep(d);
                 times.io_wait += t.elapsed();

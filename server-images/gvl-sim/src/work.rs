@@ -9,11 +9,13 @@ use std::time::Duration;
 pub enum Step {
     /// Busy CPU work that needs the GVL (puma) or blocks the event loop (falcon).
     Cpu(Duration),
-    /// A wait that releases the GVL (a query, an HTTP call, `sleep`).
+    /// A wait that releases the GVL (an HTTP call, `sleep`).
     Io(Duration),
+    /// A short DB-like wait: releases the GVL; in falcon it needs a `DB_POOL` slot.
+    Db(Duration),
 }
 
-/// Applies `?cpu_ms=&io_ms=&io_calls=&jitter=` to the configured spec. Errors name the
+/// Applies `?cpu_ms=&io_ms=&io_calls=&db_ms=&db_calls=&jitter=` to the configured spec. Errors name the
 /// parameter; unknown parameters are ignored, as Rack apps ignore them.
 pub fn with_overrides(base: &WorkSpec, query: Option<&str>) -> Result<WorkSpec, ConfigError> {
     let params: HashMap<String, String> = query
@@ -51,6 +53,15 @@ pub fn with_overrides(base: &WorkSpec, query: Option<&str>) -> Result<WorkSpec, 
             1000,
             "1..=1000 waits",
         )?,
+        db_ms: number(&lookup, "db_ms", base.db_ms, 0.0, 60_000.0, "0..=60000 ms")?,
+        db_calls: number(
+            &lookup,
+            "db_calls",
+            base.db_calls,
+            0,
+            1000,
+            "0..=1000 waits",
+        )?,
         jitter: number(&lookup, "jitter", base.jitter, 0.0, 1.0, "a fraction 0..=1")?,
         cpu_clock: base.cpu_clock,
     })
@@ -67,25 +78,31 @@ fn millis(ms: f64) -> Duration {
     Duration::from_secs_f64(ms.max(0.0) / 1000.0)
 }
 
-/// The steps of one request: CPU is split into `io_calls + 1` slices around the I/O waits
-/// (some work, a query, some work, …, render), then the injected latency as one more wait
-/// (a slow dependency). Zero-length steps are left out.
+/// The steps of one request: the DB waits, then the I/O waits (`io_ms` split into
+/// `io_calls`), with the CPU split into equal slices around them (some work, a query, …, an
+/// HTTP call, render), then the injected latency as one more wait (a slow dependency).
+/// Zero-length steps are left out.
 pub fn plan(spec: &WorkSpec, extra_latency_ms: f64, rng: &mut fastrand::Rng) -> Vec<Step> {
     let cpu = jittered(spec.cpu_ms, spec.jitter, rng);
     let io = jittered(spec.io_ms, spec.jitter, rng);
-    let calls = if io > 0.0 { spec.io_calls.max(1) } else { 0 };
-    let cpu_slice = cpu / f64::from(calls + 1);
-    let io_slice = if calls > 0 {
-        io / f64::from(calls)
+    let db = jittered(spec.db_ms, spec.jitter, rng);
+    let io_calls = if io > 0.0 { spec.io_calls.max(1) } else { 0 };
+    let db_calls = if db > 0.0 { spec.db_calls } else { 0 };
+    let io_slice = if io_calls > 0 {
+        io / f64::from(io_calls)
     } else {
         0.0
     };
-    let mut steps = Vec::with_capacity(2 * calls as usize + 2);
-    for _ in 0..calls {
+    let waits = (0..db_calls)
+        .map(|_| Step::Db(millis(db)))
+        .chain((0..io_calls).map(|_| Step::Io(millis(io_slice))));
+    let cpu_slice = cpu / f64::from(db_calls + io_calls + 1);
+    let mut steps = Vec::with_capacity(2 * (db_calls + io_calls) as usize + 2);
+    for wait in waits {
         if cpu_slice > 0.0 {
             steps.push(Step::Cpu(millis(cpu_slice)));
         }
-        steps.push(Step::Io(millis(io_slice)));
+        steps.push(wait);
     }
     if cpu_slice > 0.0 {
         steps.push(Step::Cpu(millis(cpu_slice)));
@@ -106,6 +123,8 @@ mod tests {
             cpu_ms,
             io_ms,
             io_calls,
+            db_ms: 0.0,
+            db_calls: 0,
             jitter: 0.0,
             cpu_clock: CpuClock::Thread,
         }
@@ -114,7 +133,7 @@ mod tests {
     fn totals(steps: &[Step]) -> (f64, f64) {
         steps.iter().fold((0.0, 0.0), |(c, i), s| match s {
             Step::Cpu(d) => (c + d.as_secs_f64() * 1000.0, i),
-            Step::Io(d) => (c, i + d.as_secs_f64() * 1000.0),
+            Step::Io(d) | Step::Db(d) => (c, i + d.as_secs_f64() * 1000.0),
         })
     }
 
@@ -130,6 +149,28 @@ mod tests {
                 Step::Cpu(ms(10)),
                 Step::Io(ms(30)),
                 Step::Cpu(ms(10))
+            ]
+        );
+    }
+
+    #[test]
+    fn db_waits_come_first_and_share_the_cpu_slices() {
+        let s = WorkSpec {
+            db_ms: 2.0,
+            db_calls: 2,
+            ..spec(4.0, 10.0, 1)
+        };
+        let ms = Duration::from_millis;
+        assert_eq!(
+            plan(&s, 0.0, &mut fastrand::Rng::with_seed(1)),
+            vec![
+                Step::Cpu(ms(1)),
+                Step::Db(ms(2)),
+                Step::Cpu(ms(1)),
+                Step::Db(ms(2)),
+                Step::Cpu(ms(1)),
+                Step::Io(ms(10)),
+                Step::Cpu(ms(1)),
             ]
         );
     }

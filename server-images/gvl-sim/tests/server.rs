@@ -57,6 +57,11 @@ fn endpoints_work(server: &str) {
 
     let (status, _) = get(addr, "/?io_ms=30&cpu_ms=0");
     assert_eq!(status, 200);
+    // Seed 000 pattern A: one 2 ms DB wait and 0.5 ms CPU.
+    let (status, body) = get(addr, "/a");
+    assert_eq!(status, 200);
+    let json: serde_json::Value = serde_json::from_str(&body).unwrap();
+    assert!(json["io_wait_ms"].as_f64().unwrap() >= 2.0, "{json}");
     let (status, body) = get(addr, "/?io_ms=-5");
     assert_eq!(status, 400);
     assert!(body.contains("io_ms"), "{body}");
@@ -65,8 +70,8 @@ fn endpoints_work(server: &str) {
 
     let (status, text) = get(addr, "/metrics");
     assert_eq!(status, 200);
-    assert_eq!(metric(&text, "rails_requests_total{status=\"200\"}"), 2.0);
-    assert_eq!(metric(&text, "rails_request_duration_seconds_count"), 2.0);
+    assert_eq!(metric(&text, "rails_requests_total{status=\"200\"}"), 3.0);
+    assert_eq!(metric(&text, "rails_request_duration_seconds_count"), 3.0);
     assert!(metric(&text, "ruby_io_wait_seconds_total") >= 0.05);
     assert!(metric(&text, "ruby_running_seconds_total") >= 0.002);
     assert!(metric(&text, "ruby_gvl_wait_seconds_total") >= 0.0);
