@@ -16,7 +16,7 @@ struct Cli {
 enum Cmd {
     /// Serve (the default). Configured by environment: SERVER, WEB_CONCURRENCY,
     /// RAILS_MAX_THREADS (PUMA_MAX_THREADS), PORT, METRICS_PORT, CPU_MS, IO_MS, IO_CALLS,
-    /// JITTER, CPU_CLOCK, DB_POOL (DB_CONCURRENCY), ERROR_RATE, EXTRA_LATENCY_MS,
+    /// DB_MS, DB_CALLS, JITTER, CPU_CLOCK, DB_POOL (DB_CONCURRENCY), ERROR_RATE, EXTRA_LATENCY_MS,
     /// MEMORY_GROWTH_KB_PER_REQUEST, MEMORY_GROWTH_KB_PER_MINUTE, SLOW_START_S (see README).
     Serve {
         /// Address to listen on (the port comes from PORT).
