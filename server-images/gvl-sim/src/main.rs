@@ -1,1 +1,120 @@
-fn main() {}
+use clap::{Parser, Subcommand};
+use gvl_sim::config::ServeConfig;
+use gvl_sim::load::LoadArgs;
+use std::net::IpAddr;
+use std::process::ExitCode;
+use std::time::Duration;
+
+#[derive(Parser)]
+#[command(name = "gvl-sim", version, about)]
+struct Cli {
+    #[command(subcommand)]
+    cmd: Option<Cmd>,
+}
+
+#[derive(Subcommand)]
+enum Cmd {
+    /// Serve (the default). Configured by environment: SERVER, WEB_CONCURRENCY,
+    /// RAILS_MAX_THREADS (PUMA_MAX_THREADS), PORT, METRICS_PORT, CPU_MS, IO_MS, IO_CALLS,
+    /// DB_MS, DB_CALLS, JITTER, CPU_CLOCK, DB_POOL (DB_CONCURRENCY), ERROR_RATE, EXTRA_LATENCY_MS,
+    /// MEMORY_GROWTH_KB_PER_REQUEST, MEMORY_GROWTH_KB_PER_MINUTE, SLOW_START_S (see README).
+    Serve {
+        /// Address to listen on (the port comes from PORT).
+        #[arg(long, default_value = "0.0.0.0")]
+        bind: IpAddr,
+    },
+    /// Send load to a loopback (or --allow-cidr) target.
+    Load(LoadArgs),
+}
+
+fn serve(bind: IpAddr) -> ExitCode {
+    let config = match ServeConfig::from_env() {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("gvl-sim: configuration error ({}): {e}", e.category());
+            return ExitCode::from(2);
+        }
+    };
+    if config.faults.slow_start_s > 0.0 {
+        // Like a Rails app loading: the port opens only when boot is done.
+        eprintln!(
+            "gvl-sim: booting for {} s (SLOW_START_S)",
+            config.faults.slow_start_s
+        );
+        std::thread::sleep(Duration::from_secs_f64(config.faults.slow_start_s));
+    }
+    let summary = format!("{config:?}");
+    let running = match gvl_sim::server::start(config, bind) {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("gvl-sim: cannot start: {e}");
+            return ExitCode::from(1);
+        }
+    };
+    eprintln!("gvl-sim: listening on {} with {summary}", running.addr);
+    let rt = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("gvl-sim: runtime: {e}");
+            return ExitCode::from(1);
+        }
+    };
+    rt.block_on(async {
+        let term = async {
+            match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+                Ok(mut s) => {
+                    s.recv().await;
+                }
+                Err(_) => std::future::pending::<()>().await,
+            }
+        };
+        tokio::select! {
+            _ = tokio::signal::ctrl_c() => {},
+            _ = term => {},
+        }
+    });
+    eprintln!("gvl-sim: shutting down");
+    ExitCode::SUCCESS
+}
+
+fn load(args: LoadArgs) -> ExitCode {
+    let rt = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("gvl-sim: runtime: {e}");
+            return ExitCode::from(1);
+        }
+    };
+    match rt.block_on(gvl_sim::load::run(&args)) {
+        Ok(summary) => {
+            if args.json {
+                match serde_json::to_string_pretty(&summary) {
+                    Ok(s) => println!("{s}"),
+                    Err(e) => eprintln!("gvl-sim: json: {e}"),
+                }
+            } else {
+                print!("{}", gvl_sim::load::report::table(&summary));
+            }
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("gvl-sim load: {} ({})", e, e.category());
+            ExitCode::from(2)
+        }
+    }
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match cli.cmd {
+        None => serve(IpAddr::from([0, 0, 0, 0])),
+        Some(Cmd::Serve { bind }) => serve(bind),
+        Some(Cmd::Load(args)) => load(args),
+    }
+}

@@ -1,0 +1,13 @@
+//! gvl-sim: a server that behaves like Ruby's threaded (Puma, GVL-bound thread pool) and
+//! fiber (Falcon, event loop) servers, with the Ruby reference app's interface and metric
+//! names, and an open-model load generator.
+
+pub mod config;
+pub mod falcon;
+pub mod gvl;
+pub mod http;
+pub mod load;
+pub mod metrics;
+pub mod puma;
+pub mod server;
+pub mod work;
