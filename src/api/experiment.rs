@@ -12,6 +12,8 @@ use super::traffic::Traffic;
 
 /// Move a Deployment from one server config to another, judged stage by stage against the
 /// running baseline.
+// Clippy reads the repeated `type_` inside each `printcolumn(...)` as duplicated attributes.
+#[allow(clippy::duplicated_attributes)]
 #[derive(CustomResource, Serialize, Deserialize, Clone, Debug, PartialEq, KubeSchema)]
 #[kube(
     group = "concurrency.dev",
