@@ -9,6 +9,9 @@ TOOLS_DIR="$HERE/tools"
 # content so a pin change rebuilds.
 CACHE_ROOT="${CLUSTER_CACHE:-/var/cache/concurrency-operator}"
 BIN_DIR="$CACHE_ROOT/k8s-$K8S_VERSION-$(cat "$TOOLS_DIR/go.mod" "$TOOLS_DIR/go.sum" "$TOOLS_DIR"/*/main.go | sha256sum | cut -c1-12)/bin"
+PROM_TOOLS_DIR="$HERE/tools-prometheus"
+PROM_MODULE_VERSION=$(grep -oE 'github.com/prometheus/prometheus v[0-9.]+' "$PROM_TOOLS_DIR/go.mod" | head -1 | cut -d' ' -f2)
+PROM_BIN_DIR="$CACHE_ROOT/prometheus-$PROM_MODULE_VERSION-$(cat "$PROM_TOOLS_DIR/go.mod" "$PROM_TOOLS_DIR/go.sum" | sha256sum | cut -c1-12)/bin"
 # Everything the running cluster owns lives here; `down` removes exactly this.
 STATE="${CLUSTER_STATE:-/var/lib/concurrency-operator-cluster}"
 PKI="$STATE/pki"
