@@ -2,6 +2,9 @@
 # shellcheck shell=bash
 set -euo pipefail
 
+# Go from the official tarball may be installed without being on a non-login shell's PATH.
+[[ -x /usr/local/go/bin/go ]] && ! command -v go >/dev/null && PATH="/usr/local/go/bin:$PATH"
+
 K8S_VERSION=v1.34.4
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 TOOLS_DIR="$HERE/tools"
