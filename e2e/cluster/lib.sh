@@ -1,5 +1,5 @@
 # Shared settings for e2e/cluster scripts. Sourced, not run.
-# shellcheck shell=bash
+# shellcheck shell=bash disable=SC2034  # the settings are used by the scripts that source this
 set -euo pipefail
 
 # Go from the official tarball may be installed without being on a non-login shell's PATH.
