@@ -1,0 +1,175 @@
+//! The reconcile shell around the stage machine: watch experiments and the Deployments they
+//! touch, observe, decide (`plan::step`), act, write status.
+
+mod act;
+mod analyse;
+mod context;
+mod error;
+mod observe;
+mod reconcile;
+mod status;
+
+#[cfg(test)]
+mod fixtures;
+#[cfg(test)]
+mod tests;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::StreamExt;
+use k8s_openapi::api::apps::v1::Deployment;
+use kube::runtime::reflector::{ObjectRef, Store};
+use kube::runtime::{watcher, Controller};
+use kube::{Api, Client, ResourceExt};
+use tokio::sync::watch;
+
+pub use context::{Context, Settings, FIELD_MANAGER, FINALIZER};
+pub use error::Error;
+pub use reconcile::{error_policy, reconcile};
+
+use crate::api::ConcurrencyExperiment;
+use crate::telemetry::{CancellationToken, Metrics, Readiness};
+use crate::workload::LABEL_EXPERIMENT;
+
+/// How `run` is set up; built from the command line in `main`.
+pub struct RunConfig {
+    /// Watched namespaces; empty means all.
+    pub namespaces: Vec<String>,
+    pub settings: Settings,
+    pub metrics: Metrics,
+    pub readiness: Readiness,
+    /// `Some` when leader election is on: reconcile only while this says `true`.
+    pub leader: Option<watch::Receiver<bool>>,
+    pub shutdown: CancellationToken,
+}
+
+/// Runs the controllers until `shutdown` is cancelled. With leader election, waits for the
+/// lease, runs while it is held, and stops (and waits again) when it is lost.
+pub async fn run(client: Client, config: RunConfig) -> Result<(), Error> {
+    let Some(mut leader) = config.leader.clone() else {
+        run_controllers(&client, &config, config.shutdown.clone()).await;
+        return Ok(());
+    };
+    // A standby is healthy: it is ready to take over, so it reports ready.
+    config.readiness.set_ready(true);
+    loop {
+        tokio::select! {
+            _ = config.shutdown.cancelled() => return Ok(()),
+            r = leader.wait_for(|is| *is) => if r.is_err() {
+                return Err(Error::Config("leader election stopped".into()));
+            },
+        }
+        tracing::info!("leading: starting controllers");
+        let stop = config.shutdown.child_token();
+        let lost = {
+            let mut leader = leader.clone();
+            let stop = stop.clone();
+            async move {
+                // Also ends if the election task is gone: no lease, no reconciling.
+                let _ = leader.wait_for(|is| !*is).await;
+                stop.cancel();
+            }
+        };
+        let lost = tokio::spawn(lost);
+        config.readiness.set_ready(false);
+        run_controllers(&client, &config, stop.clone()).await;
+        lost.abort();
+        config.readiness.set_ready(true);
+        if config.shutdown.is_cancelled() {
+            return Ok(());
+        }
+        tracing::warn!("leadership lost: controllers stopped");
+    }
+}
+
+/// One controller per watched namespace (or one for all), sharing one Context.
+async fn run_controllers(client: &Client, config: &RunConfig, stop: CancellationToken) {
+    let scopes: Vec<Option<String>> = if config.namespaces.is_empty() {
+        vec![None]
+    } else {
+        config.namespaces.iter().cloned().map(Some).collect()
+    };
+    let controllers: Vec<Controller<ConcurrencyExperiment>> = scopes
+        .iter()
+        .map(|ns| controller(client, ns.as_deref(), stop.clone()))
+        .collect();
+    let stores: Vec<Store<ConcurrencyExperiment>> =
+        controllers.iter().map(Controller::store).collect();
+    let ctx = Arc::new(Context::new(
+        client.clone(),
+        config.metrics.clone(),
+        config.settings.clone(),
+        stores.clone(),
+    ));
+
+    let readiness = config.readiness.clone();
+    let ready_stop = stop.clone();
+    let ready = tokio::spawn(async move {
+        for store in &stores {
+            tokio::select! {
+                _ = ready_stop.cancelled() => return,
+                r = store.wait_until_ready() => if r.is_err() { return },
+            }
+        }
+        tracing::info!("caches synced: ready");
+        readiness.set_ready(true);
+    });
+
+    let runs = controllers.into_iter().map(|c| {
+        c.run(reconcile, error_policy, ctx.clone())
+            .for_each(|result| async move {
+                // Errors are logged, never fatal: one bad object must not stop the others.
+                match result {
+                    Ok((obj, _)) => tracing::debug!(experiment = %obj, "reconciled"),
+                    Err(e) => tracing::warn!(error = %e, "controller"),
+                }
+            })
+    });
+    futures::future::join_all(runs).await;
+    ready.abort();
+}
+
+fn controller(
+    client: &Client,
+    namespace: Option<&str>,
+    stop: CancellationToken,
+) -> Controller<ConcurrencyExperiment> {
+    let (experiments, deployments): (Api<ConcurrencyExperiment>, Api<Deployment>) = match namespace
+    {
+        Some(ns) => (
+            Api::namespaced(client.clone(), ns),
+            Api::namespaced(client.clone(), ns),
+        ),
+        None => (Api::all(client.clone()), Api::all(client.clone())),
+    };
+    let controller = Controller::new(experiments, watcher::Config::default().any_semantic());
+    let store = controller.store();
+    controller
+        // Candidates carry the experiment label; only they are watched as owned objects.
+        .owns(
+            deployments.clone(),
+            watcher::Config::default().labels(LABEL_EXPERIMENT),
+        )
+        // Any change to a target (scaled by the user, pods becoming ready) is a reason to look.
+        .watches(deployments, watcher::Config::default(), move |d| {
+            targeting(&store.state(), &d)
+        })
+        .graceful_shutdown_on(async move { stop.cancelled().await })
+}
+
+/// The experiments whose target is this Deployment.
+fn targeting(
+    experiments: &[Arc<ConcurrencyExperiment>],
+    d: &Deployment,
+) -> Vec<ObjectRef<ConcurrencyExperiment>> {
+    experiments
+        .iter()
+        .filter(|e| e.namespace() == d.namespace() && e.spec.target_ref.name == d.name_any())
+        .map(|e| ObjectRef::from_obj(e.as_ref()))
+        .collect()
+}
+
+/// How long a reconcile waits before looking again after a stage machine asks for no requeue
+/// but the watch might miss something (e.g. Prometheus data maturing). Also bounds drift.
+pub const RESYNC: Duration = Duration::from_secs(300);
