@@ -4,5 +4,7 @@
 //! and `telemetry` are the thin shell around it.
 
 pub mod api;
+pub mod leader;
 pub mod plan;
+pub mod telemetry;
 pub mod traffic;
