@@ -3,6 +3,7 @@
 //! The pure core (`api`, `plan`, `workload`, `traffic`, `analysis`) has no I/O; `controller`
 //! and `telemetry` are the thin shell around it.
 
+pub mod analysis;
 pub mod api;
 pub mod leader;
 pub mod plan;

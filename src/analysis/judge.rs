@@ -1,0 +1,306 @@
+//! Judging one check from the baseline's and the candidate's value, and one analysis from its
+//! checks. Missing or non-finite data is Inconclusive, never Pass.
+
+use crate::api::{parse_percent, BuiltinMetric, Check, CheckResult, Limit, QuantityError, Verdict};
+
+use super::stats::MannWhitney;
+
+/// How a check's values are shown to people.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Unit {
+    Seconds,
+    Bytes,
+    /// A 0–1 share, shown as percent.
+    Share,
+    Plain,
+}
+
+impl Unit {
+    /// Built-ins have a fixed unit; a custom check takes the unit its limits are written in.
+    pub fn of(check: &Check) -> Unit {
+        match check.metric {
+            Some(BuiltinMetric::Latency) => Unit::Seconds,
+            Some(BuiltinMetric::Memory) => Unit::Bytes,
+            Some(BuiltinMetric::GvlWait | BuiltinMetric::ErrorRate) => Unit::Share,
+            None => [&check.max, &check.min]
+                .into_iter()
+                .flatten()
+                .find_map(|l| match l {
+                    Limit::Text(t) => Some(Self::of_text(t)),
+                    Limit::Int(_) => None,
+                })
+                .unwrap_or(Unit::Plain),
+        }
+    }
+
+    fn of_text(text: &str) -> Unit {
+        let unit = text.trim_start_matches(|c: char| c.is_ascii_digit() || c == '.' || c == '-');
+        match unit {
+            "ms" | "s" | "m" | "h" => Unit::Seconds,
+            "%" => Unit::Share,
+            "Ki" | "Mi" | "Gi" | "Ti" => Unit::Bytes,
+            _ => Unit::Plain,
+        }
+    }
+
+    pub fn format(self, v: f64) -> String {
+        if !v.is_finite() {
+            return format!("{v}");
+        }
+        match self {
+            Unit::Seconds if v.abs() < 1.0 => format!("{}ms", trim(v * 1000.0, 1)),
+            Unit::Seconds => format!("{}s", trim(v, 3)),
+            Unit::Bytes if v.abs() >= 1024f64.powi(3) => {
+                format!("{}Gi", trim(v / 1024f64.powi(3), 2))
+            }
+            Unit::Bytes => format!("{}Mi", trim(v / 1024f64.powi(2), 1)),
+            Unit::Share => format!("{}%", trim(v * 100.0, 2)),
+            Unit::Plain => trim(v, 4),
+        }
+    }
+}
+
+/// `v` with at most `decimals` decimals and no trailing zeros.
+fn trim(v: f64, decimals: usize) -> String {
+    let s = format!("{v:.decimals$}");
+    if s.contains('.') {
+        s.trim_end_matches('0').trim_end_matches('.').to_string()
+    } else {
+        s
+    }
+}
+
+/// A check's limits in base units, and as written.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Limits {
+    pub min: Option<f64>,
+    pub max: Option<f64>,
+    /// Share, e.g. 0.10 for `10%`.
+    pub max_increase: Option<f64>,
+    /// `max 500ms, maxIncrease 10%`.
+    pub written: String,
+}
+
+impl Limits {
+    pub fn from_check(check: &Check) -> Result<Limits, QuantityError> {
+        let name = check.display_name();
+        let field = |f: &str| format!("spec.analysis.checks[{name}].{f}");
+        let min = check
+            .min
+            .as_ref()
+            .map(|l| l.value(&field("min")))
+            .transpose()?;
+        let max = check
+            .max
+            .as_ref()
+            .map(|l| l.value(&field("max")))
+            .transpose()?;
+        let max_increase = check
+            .max_increase
+            .as_deref()
+            .map(|p| parse_percent(&field("maxIncrease"), p))
+            .transpose()?;
+        let mut parts = Vec::new();
+        if let Some(l) = &check.min {
+            parts.push(format!("min {l}"));
+        }
+        if let Some(l) = &check.max {
+            parts.push(format!("max {l}"));
+        }
+        if let Some(p) = &check.max_increase {
+            parts.push(format!("maxIncrease {p}"));
+        }
+        Ok(Limits {
+            min,
+            max,
+            max_increase,
+            written: parts.join(", "),
+        })
+    }
+
+    /// The highest candidate value `maxIncrease` allows. Scaling by |baseline| keeps the rule
+    /// "at most x% worse" for zero and negative baselines: a zero baseline tolerates no
+    /// increase at all (x% of nothing is nothing).
+    pub fn allowed_above(baseline: f64, share: f64) -> f64 {
+        baseline + baseline.abs() * share
+    }
+}
+
+fn pct(share: f64) -> String {
+    format!("{}%", trim(share * 100.0, 1))
+}
+
+/// Judges the candidate. `statistical` (enough past samples) replaces the single-interval
+/// `maxIncrease` comparison by the Mann-Whitney test; absolute limits always hold per interval.
+pub fn judge_check(
+    limits: &Limits,
+    unit: Unit,
+    baseline: Option<f64>,
+    candidate: Option<f64>,
+    statistical: Option<&MannWhitney>,
+) -> (Verdict, String) {
+    let f = |v: f64| unit.format(v);
+    let base_text = match baseline {
+        Some(b) => format!("baseline {}", f(b)),
+        None => "no baseline value".to_string(),
+    };
+    let Some(c) = candidate else {
+        return (
+            Verdict::Inconclusive,
+            format!("no value for the candidate ({base_text})"),
+        );
+    };
+    if !c.is_finite() {
+        return (
+            Verdict::Inconclusive,
+            format!("the candidate's value is {c} (no traffic in the interval?); {base_text}"),
+        );
+    }
+    let cand = f(c);
+    if let Some(max) = limits.max.filter(|m| c > *m) {
+        return (
+            Verdict::Fail,
+            format!("candidate {cand} is above max {} ({base_text})", f(max)),
+        );
+    }
+    if let Some(min) = limits.min.filter(|m| c < *m) {
+        return (
+            Verdict::Fail,
+            format!("candidate {cand} is below min {} ({base_text})", f(min)),
+        );
+    }
+    let Some(share) = limits.max_increase else {
+        return (
+            Verdict::Pass,
+            format!(
+                "candidate {cand} is within {} ({base_text})",
+                limits.written
+            ),
+        );
+    };
+    let b = match baseline {
+        Some(b) if b.is_finite() => b,
+        Some(b) => {
+            return (
+                Verdict::Inconclusive,
+                format!("candidate {cand}, but the baseline's value is {b}: nothing to compare maxIncrease {} with", pct(share)),
+            )
+        }
+        None => {
+            return (
+                Verdict::Inconclusive,
+                format!("candidate {cand}, but no baseline value to compare maxIncrease {} with", pct(share)),
+            )
+        }
+    };
+    let change = if b != 0.0 {
+        let rel = (c - b) / b.abs() * 100.0;
+        format!("{}{}%", if rel >= 0.0 { "+" } else { "" }, trim(rel, 1))
+    } else {
+        "from 0".into()
+    };
+    if let Some(mw) = statistical {
+        let verdict = if mw.significant {
+            Verdict::Fail
+        } else {
+            Verdict::Pass
+        };
+        let how = if mw.significant {
+            "significantly above"
+        } else {
+            "not significantly above"
+        };
+        return (
+            verdict,
+            format!(
+                "candidate {cand} vs baseline {} ({change}); over {} intervals the candidate is {how} baseline + {} (Mann-Whitney p = {:.4}, alpha {})",
+                f(b),
+                mw.n_candidate,
+                pct(share),
+                mw.p_value,
+                mw.alpha
+            ),
+        );
+    }
+    let allowed = Limits::allowed_above(b, share);
+    if c > allowed {
+        (
+            Verdict::Fail,
+            format!(
+                "candidate {cand} is more than maxIncrease {} above baseline {} ({change}; allowed up to {})",
+                pct(share),
+                f(b),
+                f(allowed)
+            ),
+        )
+    } else {
+        (
+            Verdict::Pass,
+            format!(
+                "candidate {cand} vs baseline {} ({change}) is within {}",
+                f(b),
+                limits.written
+            ),
+        )
+    }
+}
+
+/// The analysis verdict. Too few requests for either variant make it Inconclusive whatever
+/// the checks say (their values are noise); then any Fail fails, any Inconclusive is
+/// Inconclusive, and only all-Pass passes.
+pub fn aggregate(
+    checks: &[CheckResult],
+    baseline_requests: Option<f64>,
+    candidate_requests: Option<f64>,
+    min_requests: i64,
+) -> (Verdict, String) {
+    let count = |r: Option<f64>| match r {
+        Some(v) if v.is_finite() => trim(v, 0),
+        _ => "no data".into(),
+    };
+    let enough = |r: Option<f64>| r.is_some_and(|v| v.is_finite() && v >= min_requests as f64);
+    if !enough(baseline_requests) || !enough(candidate_requests) {
+        return (
+            Verdict::Inconclusive,
+            format!(
+                "too few requests in the interval: baseline {}, candidate {} (minRequests {min_requests})",
+                count(baseline_requests),
+                count(candidate_requests)
+            ),
+        );
+    }
+    let named = |v: Verdict| -> Vec<&str> {
+        checks
+            .iter()
+            .filter(|c| c.verdict == v)
+            .map(|c| c.name.as_str())
+            .collect()
+    };
+    let failed = named(Verdict::Fail);
+    if !failed.is_empty() {
+        return (Verdict::Fail, format!("failed: {}", failed.join(", ")));
+    }
+    let open = named(Verdict::Inconclusive);
+    if !open.is_empty() {
+        return (
+            Verdict::Inconclusive,
+            format!("inconclusive: {}", open.join(", ")),
+        );
+    }
+    if checks.is_empty() {
+        return (Verdict::Inconclusive, "no checks were evaluated".into());
+    }
+    (
+        Verdict::Pass,
+        format!(
+            "all {} checks passed (requests: baseline {}, candidate {})",
+            checks.len(),
+            count(baseline_requests),
+            count(candidate_requests)
+        ),
+    )
+}
+
+#[cfg(test)]
+#[path = "judge_tests.rs"]
+mod tests;

@@ -1,0 +1,243 @@
+use super::*;
+
+fn check(metric: Option<BuiltinMetric>) -> Check {
+    Check {
+        name: None,
+        metric,
+        query: None,
+        quantile: None,
+        min: None,
+        max: None,
+        max_increase: None,
+    }
+}
+
+fn latency(max: Option<&str>, inc: Option<&str>) -> (Limits, Unit) {
+    let mut c = check(Some(BuiltinMetric::Latency));
+    c.max = max.map(|m| Limit::Text(m.into()));
+    c.max_increase = inc.map(String::from);
+    (Limits::from_check(&c).unwrap(), Unit::of(&c))
+}
+
+fn result(name: &str, verdict: Verdict) -> CheckResult {
+    CheckResult {
+        name: name.into(),
+        query: String::new(),
+        baseline: None,
+        candidate: None,
+        limit: String::new(),
+        verdict,
+        reason: None,
+    }
+}
+
+#[test]
+fn limits_are_shown_as_written() {
+    let (l, u) = latency(Some("500ms"), Some("10%"));
+    assert_eq!(l.written, "max 500ms, maxIncrease 10%");
+    assert_eq!(l.max, Some(0.5));
+    assert!((l.max_increase.unwrap() - 0.1).abs() < 1e-12);
+    assert_eq!(u, Unit::Seconds);
+    let mut c = check(None);
+    c.name = Some("backlog".into());
+    c.min = Some(Limit::Int(1));
+    c.max = Some(Limit::Int(5));
+    assert_eq!(Limits::from_check(&c).unwrap().written, "min 1, max 5");
+    assert_eq!(Unit::of(&c), Unit::Plain);
+    c.max = Some(Limit::Text("five".into()));
+    let e = Limits::from_check(&c).unwrap_err();
+    assert!(e.to_string().contains("checks[backlog].max"), "{e}");
+}
+
+#[test]
+fn units_format_for_people() {
+    assert_eq!(Unit::Seconds.format(0.4123), "412.3ms");
+    assert_eq!(Unit::Seconds.format(1.5), "1.5s");
+    assert_eq!(Unit::Bytes.format(512.0 * 1024.0 * 1024.0), "512Mi");
+    assert_eq!(Unit::Bytes.format(1.5 * 1024f64.powi(3)), "1.5Gi");
+    assert_eq!(Unit::Share.format(0.0123), "1.23%");
+    assert_eq!(Unit::Plain.format(5.0), "5");
+    let mut c = check(None);
+    c.max = Some(Limit::Text("200ms".into()));
+    assert_eq!(Unit::of(&c), Unit::Seconds);
+    c.max = Some(Limit::Text("512Mi".into()));
+    assert_eq!(Unit::of(&c), Unit::Bytes);
+    c.max = Some(Limit::Text("3%".into()));
+    assert_eq!(Unit::of(&c), Unit::Share);
+}
+
+#[test]
+fn absolute_max_fails_the_candidate() {
+    let (l, u) = latency(Some("500ms"), None);
+    let (v, reason) = judge_check(&l, u, Some(0.4), Some(0.612), None);
+    assert_eq!(v, Verdict::Fail);
+    assert_eq!(
+        reason,
+        "candidate 612ms is above max 500ms (baseline 400ms)"
+    );
+    let (v, reason) = judge_check(&l, u, Some(0.4), Some(0.5), None);
+    assert_eq!(v, Verdict::Pass, "{reason}");
+    // An absolute limit needs no baseline.
+    let (v, _) = judge_check(&l, u, None, Some(0.3), None);
+    assert_eq!(v, Verdict::Pass);
+    let (v, _) = judge_check(&l, u, None, Some(0.9), None);
+    assert_eq!(v, Verdict::Fail);
+}
+
+#[test]
+fn absolute_min_fails_the_candidate() {
+    let mut c = check(None);
+    c.name = Some("throughput".into());
+    c.min = Some(Limit::Int(10));
+    let l = Limits::from_check(&c).unwrap();
+    let (v, reason) = judge_check(&l, Unit::Plain, Some(12.0), Some(8.0), None);
+    assert_eq!(v, Verdict::Fail);
+    assert_eq!(reason, "candidate 8 is below min 10 (baseline 12)");
+    assert_eq!(
+        judge_check(&l, Unit::Plain, Some(12.0), Some(10.0), None).0,
+        Verdict::Pass
+    );
+}
+
+#[test]
+fn max_increase_is_relative_to_the_baseline_of_the_same_interval() {
+    let (l, u) = latency(None, Some("10%"));
+    let (v, reason) = judge_check(&l, u, Some(0.4), Some(0.48), None);
+    assert_eq!(v, Verdict::Fail);
+    assert_eq!(
+        reason,
+        "candidate 480ms is more than maxIncrease 10% above baseline 400ms (+20%; allowed up to 440ms)"
+    );
+    let (v, reason) = judge_check(&l, u, Some(0.4), Some(0.44), None);
+    assert_eq!(v, Verdict::Pass, "{reason}");
+    assert!(reason.contains("candidate 440ms"), "{reason}");
+    assert!(reason.contains("baseline 400ms"), "{reason}");
+    // Better than the baseline always passes the relative limit.
+    assert_eq!(
+        judge_check(&l, u, Some(0.4), Some(0.1), None).0,
+        Verdict::Pass
+    );
+}
+
+#[test]
+fn zero_baseline_tolerates_no_increase() {
+    let mut c = check(Some(BuiltinMetric::ErrorRate));
+    c.max_increase = Some("50%".into());
+    let l = Limits::from_check(&c).unwrap();
+    let u = Unit::of(&c);
+    assert_eq!(
+        judge_check(&l, u, Some(0.0), Some(0.0), None).0,
+        Verdict::Pass
+    );
+    let (v, reason) = judge_check(&l, u, Some(0.0), Some(0.001), None);
+    assert_eq!(v, Verdict::Fail);
+    assert!(reason.contains("baseline 0%"), "{reason}");
+    // Negative baselines: "x% worse" still means larger by x% of its magnitude.
+    assert_eq!(Limits::allowed_above(-10.0, 0.1), -9.0);
+}
+
+#[test]
+fn missing_or_broken_values_are_inconclusive() {
+    let (l, u) = latency(Some("500ms"), Some("10%"));
+    let (v, reason) = judge_check(&l, u, Some(0.4), None, None);
+    assert_eq!(v, Verdict::Inconclusive);
+    assert_eq!(reason, "no value for the candidate (baseline 400ms)");
+    for bad in [f64::NAN, f64::INFINITY, f64::NEG_INFINITY] {
+        let (v, _) = judge_check(&l, u, Some(0.4), Some(bad), None);
+        assert_eq!(v, Verdict::Inconclusive, "{bad}");
+    }
+    // maxIncrease needs a baseline; an absolute-only check does not.
+    let (v, reason) = judge_check(&l, u, None, Some(0.3), None);
+    assert_eq!(v, Verdict::Inconclusive);
+    assert!(reason.contains("no baseline value"), "{reason}");
+    assert_eq!(
+        judge_check(&l, u, Some(f64::NAN), Some(0.3), None).0,
+        Verdict::Inconclusive
+    );
+    // ...but a broken max is a Fail even without a baseline.
+    assert_eq!(judge_check(&l, u, None, Some(0.7), None).0, Verdict::Fail);
+}
+
+#[test]
+fn statistics_replace_the_single_interval_relative_judgement() {
+    let (l, u) = latency(Some("500ms"), Some("10%"));
+    let mw = |significant| MannWhitney {
+        u: 30.0,
+        p_value: if significant { 0.01 } else { 0.4 },
+        n_baseline: 6,
+        n_candidate: 6,
+        alpha: 0.05,
+        significant,
+        exact: true,
+    };
+    // This interval is lucky (+2.5%), but the samples say worse.
+    let (v, reason) = judge_check(&l, u, Some(0.4), Some(0.41), Some(&mw(true)));
+    assert_eq!(v, Verdict::Fail);
+    assert!(
+        reason.contains("significantly above baseline + 10%"),
+        "{reason}"
+    );
+    // This interval is noisy (+20%), the samples say fine.
+    let (v, reason) = judge_check(&l, u, Some(0.4), Some(0.48), Some(&mw(false)));
+    assert_eq!(v, Verdict::Pass, "{reason}");
+    // Absolute limits still apply per interval.
+    assert_eq!(
+        judge_check(&l, u, Some(0.4), Some(0.6), Some(&mw(false))).0,
+        Verdict::Fail
+    );
+}
+
+#[test]
+fn aggregation_needs_requests_then_all_passes() {
+    let pass = [
+        result("latency", Verdict::Pass),
+        result("memory", Verdict::Pass),
+    ];
+    let (v, reason) = aggregate(&pass, Some(120.0), Some(80.0), 50);
+    assert_eq!(v, Verdict::Pass);
+    assert_eq!(
+        reason,
+        "all 2 checks passed (requests: baseline 120, candidate 80)"
+    );
+
+    let (v, reason) = aggregate(&pass, Some(120.0), Some(12.0), 50);
+    assert_eq!(v, Verdict::Inconclusive);
+    assert_eq!(
+        reason,
+        "too few requests in the interval: baseline 120, candidate 12 (minRequests 50)"
+    );
+    assert_eq!(
+        aggregate(&pass, None, Some(80.0), 50).0,
+        Verdict::Inconclusive
+    );
+    assert_eq!(
+        aggregate(&pass, Some(f64::NAN), Some(80.0), 50).0,
+        Verdict::Inconclusive
+    );
+
+    let mixed = [
+        result("latency", Verdict::Fail),
+        result("memory", Verdict::Inconclusive),
+        result("gvlWait", Verdict::Fail),
+    ];
+    let (v, reason) = aggregate(&mixed, Some(100.0), Some(100.0), 50);
+    assert_eq!(v, Verdict::Fail);
+    assert_eq!(reason, "failed: latency, gvlWait");
+    // Too few requests outranks a failure: the values are noise.
+    assert_eq!(
+        aggregate(&mixed, Some(10.0), Some(100.0), 50).0,
+        Verdict::Inconclusive
+    );
+
+    let open = [
+        result("latency", Verdict::Pass),
+        result("memory", Verdict::Inconclusive),
+    ];
+    let (v, reason) = aggregate(&open, Some(100.0), Some(100.0), 50);
+    assert_eq!(v, Verdict::Inconclusive);
+    assert_eq!(reason, "inconclusive: memory");
+    assert_eq!(
+        aggregate(&[], Some(100.0), Some(100.0), 0).0,
+        Verdict::Inconclusive
+    );
+}

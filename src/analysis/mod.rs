@@ -1,0 +1,28 @@
+//! Analysis: render each check's PromQL per variant, ask Prometheus, judge the candidate
+//! against limits and the baseline, and derive a thread-count recommendation.
+//!
+//! Everything but `prometheus` and `run` is pure: rendering, judgement, statistics and the
+//! recommendation are plain functions with plain tests.
+
+pub mod judge;
+pub mod prometheus;
+pub mod queries;
+pub mod recommend;
+pub mod run;
+pub mod stats;
+pub mod template;
+
+pub use judge::{aggregate, judge_check, Limits, Unit};
+pub use prometheus::{PrometheusClient, PrometheusError, DEFAULT_TIMEOUT};
+pub use queries::{
+    builtin_template, io_share_template, requests_template, validate_names, QueryError,
+};
+pub use recommend::{
+    amdahl_speedup, recommend, recommend_from_spec, recommendation_table, recommended_threads,
+};
+pub use run::{analyse, check_template, client_for, validate, AnalysisContext, AnalysisSpecError};
+pub use stats::{compare, mann_whitney_greater, samples, MannWhitney};
+pub use template::{
+    escape_label_value, escape_regex, pods_regex, pods_regex_any, render, TemplateError,
+    TemplateVars,
+};

@@ -1,0 +1,196 @@
+//! The Prometheus client: one instant query, one number.
+//!
+//! A check's query must yield one value: an empty vector is "no data" (`None`), a scalar or a
+//! single series is the value, and several series are an error rather than silently summed —
+//! a query that forgot its `sum()`/`max()` would otherwise compare totals of a different
+//! number of pods per variant.
+
+use std::time::Duration;
+
+use jiff::Timestamp;
+use prometheus_http_query::response::Data;
+use prometheus_http_query::{Client, Error as ClientError};
+
+#[derive(Debug, thiserror::Error)]
+pub enum PrometheusError {
+    #[error("Prometheus URL {url:?} is not usable: {message}")]
+    InvalidUrl { url: String, message: String },
+    #[error("Prometheus is unreachable: {0}")]
+    Unreachable(String),
+    #[error("Prometheus did not answer within {0:?}")]
+    Timeout(Duration),
+    #[error("Prometheus rejected the query: {0}")]
+    BadQuery(String),
+    #[error("Prometheus failed to evaluate the query: {0}")]
+    Server(String),
+    #[error("the query returned {0}; a check needs exactly one value (wrap it in sum(), max() or avg())")]
+    NotOneValue(String),
+}
+
+impl PrometheusError {
+    /// Short category for Events, metric labels and check reasons.
+    pub fn category(&self) -> &'static str {
+        match self {
+            PrometheusError::InvalidUrl { .. } => "PrometheusURLInvalid",
+            PrometheusError::Unreachable(_) => "PrometheusUnreachable",
+            PrometheusError::Timeout(_) => "PrometheusTimeout",
+            PrometheusError::BadQuery(_) => "QueryRejected",
+            PrometheusError::Server(_) => "PrometheusError",
+            PrometheusError::NotOneValue(_) => "QueryNotOneValue",
+        }
+    }
+}
+
+/// Default budget per query, covering connect, evaluation and transfer.
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(10);
+
+#[derive(Clone)]
+pub struct PrometheusClient {
+    client: Client,
+    url: String,
+    timeout: Duration,
+}
+
+impl std::fmt::Debug for PrometheusClient {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PrometheusClient")
+            .field("url", &self.url)
+            .field("timeout", &self.timeout)
+            .finish()
+    }
+}
+
+impl PrometheusClient {
+    pub fn new(url: &str, timeout: Duration) -> Result<Self, PrometheusError> {
+        let client = Client::try_from(url).map_err(|e| PrometheusError::InvalidUrl {
+            url: url.to_string(),
+            message: e.to_string(),
+        })?;
+        Ok(Self {
+            client,
+            url: url.to_string(),
+            timeout,
+        })
+    }
+
+    pub fn url(&self) -> &str {
+        &self.url
+    }
+
+    /// Evaluates `promql` at `at`. The whole request is bounded by the client's timeout, and
+    /// Prometheus is asked to give up evaluating at the same point.
+    pub async fn query_value(
+        &self,
+        promql: &str,
+        at: Timestamp,
+    ) -> Result<Option<f64>, PrometheusError> {
+        let millis = i64::try_from(self.timeout.as_millis()).unwrap_or(i64::MAX);
+        let request = self
+            .client
+            .query(promql)
+            .at(at.as_second())
+            .timeout(millis)
+            .get();
+        let response = tokio::time::timeout(self.timeout, request)
+            .await
+            .map_err(|_| PrometheusError::Timeout(self.timeout))?
+            .map_err(|e| classify(e, self.timeout))?;
+        one_value(response.data())
+    }
+}
+
+fn classify(error: ClientError, timeout: Duration) -> PrometheusError {
+    match &error {
+        ClientError::Prometheus(e) if e.is_timeout() || e.is_canceled() => {
+            PrometheusError::Timeout(timeout)
+        }
+        ClientError::Prometheus(e) if e.is_bad_data() => {
+            PrometheusError::BadQuery(e.message().to_string())
+        }
+        ClientError::Prometheus(e) => PrometheusError::Server(e.to_string()),
+        ClientError::Client(e) => match e.inner() {
+            Some(r) if r.is_timeout() => PrometheusError::Timeout(timeout),
+            Some(r) if r.is_connect() => PrometheusError::Unreachable(chain(&error)),
+            // A non-JSON answer (a proxy's error page, a 5xx) or a broken body.
+            _ => PrometheusError::Server(chain(&error)),
+        },
+        ClientError::ParseUrl(e) => PrometheusError::InvalidUrl {
+            url: String::new(),
+            message: e.to_string(),
+        },
+        _ => PrometheusError::Server(chain(&error)),
+    }
+}
+
+/// The error and its causes on one line ("error sending request: … Connection refused").
+fn chain(error: &dyn std::error::Error) -> String {
+    let mut out = error.to_string();
+    let mut source = error.source();
+    while let Some(s) = source {
+        let text = s.to_string();
+        if !out.contains(&text) {
+            out.push_str(": ");
+            out.push_str(&text);
+        }
+        source = s.source();
+    }
+    out
+}
+
+fn one_value(data: &Data) -> Result<Option<f64>, PrometheusError> {
+    match data {
+        Data::Scalar(s) => Ok(Some(s.value())),
+        Data::Vector(v) if v.is_empty() => Ok(None),
+        Data::Vector(v) if v.len() == 1 => Ok(Some(v[0].sample().value())),
+        Data::Vector(v) => Err(PrometheusError::NotOneValue(format!("{} series", v.len()))),
+        Data::Matrix(_) => Err(PrometheusError::NotOneValue("a range vector".into())),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn urls_are_checked_up_front() {
+        let e = PrometheusClient::new("not a url", DEFAULT_TIMEOUT).unwrap_err();
+        assert_eq!(e.category(), "PrometheusURLInvalid");
+        assert!(e.to_string().contains("not a url"), "{e}");
+        assert!(PrometheusClient::new("http://127.0.0.1:9090", DEFAULT_TIMEOUT).is_ok());
+    }
+
+    #[tokio::test]
+    async fn a_closed_port_is_unreachable() {
+        // Bind then drop: the port was free a moment ago and nothing listens now.
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let c =
+            PrometheusClient::new(&format!("http://127.0.0.1:{port}"), DEFAULT_TIMEOUT).unwrap();
+        let e = c.query_value("up", Timestamp::now()).await.unwrap_err();
+        assert_eq!(e.category(), "PrometheusUnreachable", "{e}");
+    }
+
+    #[tokio::test]
+    async fn a_silent_server_times_out() {
+        // Accepts the connection, never answers.
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let hold = tokio::spawn(async move {
+            let mut open = Vec::new();
+            while let Ok((s, _)) = listener.accept().await {
+                open.push(s);
+            }
+        });
+        let c = PrometheusClient::new(
+            &format!("http://127.0.0.1:{port}"),
+            Duration::from_millis(300),
+        )
+        .unwrap();
+        let e = c.query_value("up", Timestamp::now()).await.unwrap_err();
+        assert_eq!(e.category(), "PrometheusTimeout", "{e}");
+        hold.abort();
+    }
+}

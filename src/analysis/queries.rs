@@ -1,0 +1,238 @@
+//! The built-in checks' PromQL, as templates over the exporter's metric names.
+//!
+//! Metric and label names are put into queries unquoted, so they are validated against
+//! Prometheus' name grammar instead of escaped; the per-variant values go through
+//! `template::render`.
+
+use crate::api::{BuiltinMetric, MetricNames};
+
+/// Default latency quantile.
+pub const DEFAULT_QUANTILE: f64 = 0.99;
+
+/// Every built-in selector: the variant's namespace and pods.
+const SELECTOR: &str = r#"namespace="{{namespace}}",pod=~"{{pods}}""#;
+
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum QueryError {
+    #[error("spec.analysis.metrics.{field}: {value:?} is not a Prometheus {kind} name")]
+    BadName {
+        field: &'static str,
+        value: String,
+        kind: &'static str,
+    },
+    #[error("check {check}: quantile {value} must be between 0 and 1")]
+    BadQuantile { check: String, value: f64 },
+}
+
+impl QueryError {
+    pub fn category(&self) -> &'static str {
+        match self {
+            QueryError::BadName { .. } => "BadMetricName",
+            QueryError::BadQuantile { .. } => "BadQuantile",
+        }
+    }
+}
+
+/// `[a-zA-Z_:][a-zA-Z0-9_:]*` (metrics) or `[a-zA-Z_][a-zA-Z0-9_]*` (labels).
+fn valid_name(name: &str, colon: bool) -> bool {
+    let ok = |c: char, first: bool| {
+        c.is_ascii_alphabetic() || c == '_' || (colon && c == ':') || (!first && c.is_ascii_digit())
+    };
+    let mut chars = name.chars();
+    chars.next().is_some_and(|c| ok(c, true)) && chars.all(|c| ok(c, false))
+}
+
+fn metric<'a>(field: &'static str, value: &'a str) -> Result<&'a str, QueryError> {
+    if valid_name(value, true) {
+        Ok(value)
+    } else {
+        Err(QueryError::BadName {
+            field,
+            value: value.to_string(),
+            kind: "metric",
+        })
+    }
+}
+
+fn label<'a>(field: &'static str, value: &'a str) -> Result<&'a str, QueryError> {
+    if valid_name(value, false) {
+        Ok(value)
+    } else {
+        Err(QueryError::BadName {
+            field,
+            value: value.to_string(),
+            kind: "label",
+        })
+    }
+}
+
+/// Validates every metric and label name at once (for spec validation).
+pub fn validate_names(names: &MetricNames) -> Result<(), QueryError> {
+    metric("requestDuration", &names.request_duration)?;
+    metric("requestsTotal", &names.requests_total)?;
+    label("statusLabel", &names.status_label)?;
+    metric("gvlWaitSeconds", &names.gvl_wait_seconds)?;
+    metric("ioWaitSeconds", &names.io_wait_seconds)?;
+    metric("runningSeconds", &names.running_seconds)?;
+    metric("memory", &names.memory)?;
+    Ok(())
+}
+
+/// The template of a built-in check. `quantile` only matters for latency.
+pub fn builtin_template(
+    which: BuiltinMetric,
+    quantile: Option<f64>,
+    names: &MetricNames,
+) -> Result<String, QueryError> {
+    Ok(match which {
+        BuiltinMetric::Latency => {
+            let q = quantile.unwrap_or(DEFAULT_QUANTILE);
+            if !(q > 0.0 && q < 1.0) {
+                return Err(QueryError::BadQuantile {
+                    check: which.name().into(),
+                    value: q,
+                });
+            }
+            let h = metric("requestDuration", &names.request_duration)?;
+            format!(
+                "histogram_quantile({q}, sum by (le) (rate({h}_bucket{{{SELECTOR}}}[{{{{interval}}}}])))"
+            )
+        }
+        BuiltinMetric::Memory => {
+            // Working set averaged over the interval per pod, then across the variant's pods:
+            // one scrape's spike does not decide, a steady growth does.
+            let m = metric("memory", &names.memory)?;
+            format!(
+                r#"avg(avg_over_time({m}{{{SELECTOR},container="{{{{container}}}}"}}[{{{{interval}}}}]))"#
+            )
+        }
+        BuiltinMetric::GvlWait => {
+            let g = metric("gvlWaitSeconds", &names.gvl_wait_seconds)?;
+            let h = metric("requestDuration", &names.request_duration)?;
+            format!(
+                "sum(rate({g}{{{SELECTOR}}}[{{{{interval}}}}])) / sum(rate({h}_sum{{{SELECTOR}}}[{{{{interval}}}}]))"
+            )
+        }
+        BuiltinMetric::ErrorRate => {
+            let r = metric("requestsTotal", &names.requests_total)?;
+            let s = label("statusLabel", &names.status_label)?;
+            // Without any 5xx series the numerator is empty, not 0; `or vector(0)` keeps a
+            // healthy variant from looking like one without data. No requests at all still
+            // gives no value (empty denominator) or NaN (0/0): Inconclusive either way.
+            format!(
+                r#"(sum(rate({r}{{{SELECTOR},{s}=~"5.."}}[{{{{interval}}}}])) or vector(0)) / sum(rate({r}{{{SELECTOR}}}[{{{{interval}}}}]))"#
+            )
+        }
+    })
+}
+
+/// Requests the variant served in the interval.
+pub fn requests_template(names: &MetricNames) -> Result<String, QueryError> {
+    let r = metric("requestsTotal", &names.requests_total)?;
+    Ok(format!(
+        "sum(increase({r}{{{SELECTOR}}}[{{{{interval}}}}]))"
+    ))
+}
+
+/// I/O share p = io / (running + io + gvl wait), from the three counters' rates.
+pub fn io_share_template(names: &MetricNames) -> Result<String, QueryError> {
+    let io = metric("ioWaitSeconds", &names.io_wait_seconds)?;
+    let run = metric("runningSeconds", &names.running_seconds)?;
+    let gvl = metric("gvlWaitSeconds", &names.gvl_wait_seconds)?;
+    let rate = |m: &str| format!("sum(rate({m}{{{SELECTOR}}}[{{{{interval}}}}]))");
+    Ok(format!(
+        "{} / ({} + {} + {})",
+        rate(io),
+        rate(run),
+        rate(io),
+        rate(gvl)
+    ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const SEL: &str = r#"{namespace="{{namespace}}",pod=~"{{pods}}"}"#;
+
+    #[test]
+    fn latency_is_a_histogram_quantile() {
+        let names = MetricNames::default();
+        assert_eq!(
+            builtin_template(BuiltinMetric::Latency, None, &names).unwrap(),
+            format!("histogram_quantile(0.99, sum by (le) (rate(rails_request_duration_seconds_bucket{SEL}[{{{{interval}}}}])))")
+        );
+        assert!(builtin_template(BuiltinMetric::Latency, Some(0.5), &names)
+            .unwrap()
+            .starts_with("histogram_quantile(0.5, "));
+        let e = builtin_template(BuiltinMetric::Latency, Some(1.5), &names).unwrap_err();
+        assert_eq!(e.category(), "BadQuantile");
+    }
+
+    #[test]
+    fn memory_is_the_average_working_set_of_the_app_container() {
+        assert_eq!(
+            builtin_template(BuiltinMetric::Memory, None, &MetricNames::default()).unwrap(),
+            r#"avg(avg_over_time(container_memory_working_set_bytes{namespace="{{namespace}}",pod=~"{{pods}}",container="{{container}}"}[{{interval}}]))"#
+        );
+    }
+
+    #[test]
+    fn gvl_wait_is_a_share_of_request_time() {
+        assert_eq!(
+            builtin_template(BuiltinMetric::GvlWait, None, &MetricNames::default()).unwrap(),
+            format!("sum(rate(ruby_gvl_wait_seconds_total{SEL}[{{{{interval}}}}])) / sum(rate(rails_request_duration_seconds_sum{SEL}[{{{{interval}}}}]))")
+        );
+    }
+
+    #[test]
+    fn error_rate_is_the_5xx_share() {
+        let mut names = MetricNames::default();
+        names.requests_total = "http_requests_total".into();
+        names.status_label = "code".into();
+        assert_eq!(
+            builtin_template(BuiltinMetric::ErrorRate, None, &names).unwrap(),
+            r#"(sum(rate(http_requests_total{namespace="{{namespace}}",pod=~"{{pods}}",code=~"5.."}[{{interval}}])) or vector(0)) / sum(rate(http_requests_total{namespace="{{namespace}}",pod=~"{{pods}}"}[{{interval}}]))"#
+        );
+    }
+
+    #[test]
+    fn requests_and_io_share() {
+        let names = MetricNames::default();
+        assert_eq!(
+            requests_template(&names).unwrap(),
+            format!("sum(increase(rails_requests_total{SEL}[{{{{interval}}}}]))")
+        );
+        let r = |m: &str| format!("sum(rate({m}{SEL}[{{{{interval}}}}]))");
+        assert_eq!(
+            io_share_template(&names).unwrap(),
+            format!(
+                "{} / ({} + {} + {})",
+                r("ruby_io_wait_seconds_total"),
+                r("ruby_running_seconds_total"),
+                r("ruby_io_wait_seconds_total"),
+                r("ruby_gvl_wait_seconds_total")
+            )
+        );
+    }
+
+    #[test]
+    fn names_that_could_inject_are_refused() {
+        let mut names = MetricNames::default();
+        names.memory = r#"up{job="x"} or container_memory_working_set_bytes"#.into();
+        let e = builtin_template(BuiltinMetric::Memory, None, &names).unwrap_err();
+        assert!(
+            e.to_string().starts_with("spec.analysis.metrics.memory"),
+            "{e}"
+        );
+        names = MetricNames::default();
+        names.status_label = "status=~\".*\",x".into();
+        assert!(builtin_template(BuiltinMetric::ErrorRate, None, &names).is_err());
+        names.status_label = "9status".into();
+        assert!(validate_names(&names).is_err());
+        assert!(validate_names(&MetricNames::default()).is_ok());
+        assert!(valid_name("ns:recorded_rule:rate5m", true));
+        assert!(!valid_name("ns:rule", false));
+        assert!(!valid_name("", true));
+    }
+}

@@ -1,0 +1,189 @@
+//! Thread-count recommendation from the measured I/O share, by Amdahl's law: with a share p of
+//! request time spent outside the GVL (waiting on I/O), n threads per process give
+//! S(n) = 1 / ((1 − p) + p / n). The recommendation is the largest n whose step from n − 1
+//! still gains at least `minGain`; above `asyncAbove` an async server (Falcon) is advised.
+
+use crate::api::{parse_percent, QuantityError, Recommendation, RecommendationSpec};
+
+/// Beyond this a thread pool is not a sensible answer anyway (p = 1 stops at 21 with 5%).
+pub const MAX_THREADS: u32 = 64;
+
+/// Shortest table shown, so the falling gains are visible.
+const MIN_TABLE: u32 = 8;
+
+pub fn amdahl_speedup(p: f64, n: u32) -> f64 {
+    1.0 / ((1.0 - p) + p / f64::from(n))
+}
+
+/// Relative gain of the step from n − 1 to n threads.
+fn gain(p: f64, n: u32) -> f64 {
+    amdahl_speedup(p, n) / amdahl_speedup(p, n - 1) - 1.0
+}
+
+/// The largest n (1..=64) whose step from n − 1 gains at least `min_gain`. Gains fall with n,
+/// so this is the last n before the first step that falls short.
+pub fn recommended_threads(p: f64, min_gain: f64) -> u32 {
+    // Float noise must not drop a step that gains exactly `min_gain`.
+    (2..=MAX_THREADS)
+        .take_while(|&n| gain(p, n) >= min_gain - 1e-12)
+        .last()
+        .unwrap_or(1)
+}
+
+fn table_len(threads: u32) -> u32 {
+    (threads + 2).clamp(MIN_TABLE, MAX_THREADS)
+}
+
+/// `None` unless 0 ≤ p ≤ 1 (a NaN share means the counters did not move).
+pub fn recommend(p: f64, min_gain: f64, async_above: f64) -> Option<Recommendation> {
+    if !(0.0..=1.0).contains(&p) {
+        return None;
+    }
+    let threads = recommended_threads(p, min_gain);
+    let speedups = (1..=table_len(threads))
+        .map(|n| amdahl_speedup(p, n))
+        .collect();
+    let async_server_advised = p > async_above;
+    let next = if threads < MAX_THREADS {
+        format!(
+            "; thread {} would gain only {}",
+            threads + 1,
+            percent(gain(p, threads + 1))
+        )
+    } else {
+        String::new()
+    };
+    let mut message = format!(
+        "I/O share {}: {threads} threads per process (speedup {:.2}×{next}, below {})",
+        percent(p),
+        amdahl_speedup(p, threads),
+        percent(min_gain)
+    );
+    if async_server_advised {
+        message = format!(
+            "I/O share {} is above {}: an async server (Falcon) is advised. For a threaded server, {threads} threads per process (speedup {:.2}×)",
+            percent(p),
+            percent(async_above),
+            amdahl_speedup(p, threads)
+        );
+    }
+    Some(Recommendation {
+        io_ratio: p,
+        threads: i32::try_from(threads).unwrap_or(i32::MAX),
+        async_server_advised,
+        speedups,
+        message,
+    })
+}
+
+/// From the spec's strings (`5%`, `95%`).
+pub fn recommend_from_spec(
+    p: f64,
+    spec: &RecommendationSpec,
+) -> Result<Option<Recommendation>, QuantityError> {
+    let min_gain = parse_percent("spec.analysis.recommendation.minGain", &spec.min_gain)?;
+    let async_above = parse_percent("spec.analysis.recommendation.asyncAbove", &spec.async_above)?;
+    Ok(recommend(p, min_gain, async_above))
+}
+
+fn percent(share: f64) -> String {
+    let s = format!("{:.1}", share * 100.0);
+    format!("{}%", s.strip_suffix(".0").unwrap_or(&s))
+}
+
+/// The whole table, for `concurrency-operator recommend --io-ratio P`.
+pub fn recommendation_table(p: f64, min_gain: f64, async_above: f64) -> String {
+    let Some(rec) = recommend(p, min_gain, async_above) else {
+        return format!("I/O share {p} is not between 0 and 1\n");
+    };
+    let mut out = format!(
+        "I/O share p = {}; Amdahl: S(n) = 1 / ((1 - p) + p / n); minimum gain per thread {}\n",
+        percent(p),
+        percent(min_gain)
+    );
+    out.push_str("threads  speedup  gain over n-1\n");
+    for (i, s) in rec.speedups.iter().enumerate() {
+        let n = i as u32 + 1;
+        let step = if n == 1 {
+            "-".to_string()
+        } else {
+            format!("+{}", percent(gain(p, n)))
+        };
+        let mark = if n as i32 == rec.threads {
+            "  <- recommended"
+        } else {
+            ""
+        };
+        out.push_str(&format!("{n:>7}  {s:>6.2}x  {step:>13}{mark}\n"));
+    }
+    out.push_str(&rec.message);
+    out.push('\n');
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reproduces_the_seed_table_and_recommends_4() {
+        let p = 0.52;
+        let rounded: Vec<String> = (2..=6)
+            .map(|n| format!("{:.2}", amdahl_speedup(p, n)))
+            .collect();
+        assert_eq!(rounded, ["1.35", "1.53", "1.64", "1.71", "1.76"]);
+        assert_eq!(recommended_threads(p, 0.05), 4);
+        let rec = recommend(p, 0.05, 0.95).unwrap();
+        assert_eq!(rec.threads, 4);
+        assert!(!rec.async_server_advised);
+        assert_eq!(rec.speedups.len(), 8);
+        assert_eq!(rec.speedups[0], 1.0);
+        assert_eq!(
+            rec.message,
+            "I/O share 52%: 4 threads per process (speedup 1.64×; thread 5 would gain only 4.5%, below 5%)"
+        );
+    }
+
+    #[test]
+    fn the_table_prints_every_row() {
+        let t = recommendation_table(0.52, 0.05, 0.95);
+        for row in [
+            "      2    1.35x         +35.1%",
+            "      3    1.53x         +13.3%",
+            "      4    1.64x          +7.1%  <- recommended",
+            "      5    1.71x          +4.5%",
+            "      6    1.76x          +3.1%",
+        ] {
+            assert!(t.contains(row), "missing {row:?} in\n{t}");
+        }
+        assert!(t.ends_with("below 5%)\n"), "{t}");
+        assert!(recommendation_table(1.5, 0.05, 0.95).contains("not between 0 and 1"));
+    }
+
+    #[test]
+    fn edges_of_the_io_share() {
+        // CPU-bound: threads gain nothing.
+        assert_eq!(recommended_threads(0.0, 0.05), 1);
+        // All I/O: n/(n−1) − 1 ≥ 5% up to n = 21.
+        assert_eq!(recommended_threads(1.0, 0.05), 21);
+        // A stricter minimum gain recommends fewer threads.
+        assert!(recommended_threads(0.52, 0.10) < recommended_threads(0.52, 0.05));
+        assert!(recommend(f64::NAN, 0.05, 0.95).is_none());
+        assert!(recommend(-0.1, 0.05, 0.95).is_none());
+    }
+
+    #[test]
+    fn mostly_io_advises_an_async_server() {
+        let rec = recommend(0.97, 0.05, 0.95).unwrap();
+        assert!(rec.async_server_advised);
+        assert!(rec.message.contains("Falcon"), "{}", rec.message);
+        let spec = RecommendationSpec::default();
+        let rec = recommend_from_spec(0.52, &spec).unwrap().unwrap();
+        assert_eq!(rec.threads, 4);
+        let bad = RecommendationSpec {
+            min_gain: "5".into(),
+            ..RecommendationSpec::default()
+        };
+        assert!(recommend_from_spec(0.52, &bad).is_err());
+    }
+}

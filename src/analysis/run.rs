@@ -1,0 +1,265 @@
+//! One analysis: every check once per variant, the requests per variant, the I/O share, then
+//! judgement. Any error becomes an Inconclusive check with its reason — never a Pass, never a
+//! panic.
+
+use futures::future::join_all;
+use jiff::Timestamp;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+
+use crate::api::{
+    parse_duration, parse_percent, Analysis, AnalysisRecord, Check, CheckResult,
+    ConcurrencyExperimentSpec, QuantityError, Verdict,
+};
+use crate::plan::AnalysisOutcome;
+
+use super::judge::{aggregate, judge_check, Limits, Unit};
+use super::prometheus::{PrometheusClient, PrometheusError, DEFAULT_TIMEOUT};
+use super::queries::{
+    builtin_template, io_share_template, requests_template, validate_names, QueryError,
+};
+use super::recommend::recommend_from_spec;
+use super::stats;
+use super::template::{
+    check_variables, pods_regex, pods_regex_any, render, TemplateError, TemplateVars,
+};
+
+/// Where and when the analysis runs.
+#[derive(Debug, Clone, PartialEq)]
+pub struct AnalysisContext {
+    pub namespace: String,
+    /// The app container (for `{{container}}` and the memory check).
+    pub container: String,
+    /// The target Deployment.
+    pub baseline_deployment: String,
+    pub candidate_deployment: String,
+    pub stage_index: i32,
+    /// Effective weight when the analysis runs, percent.
+    pub weight: i32,
+    /// Evaluation time of every query.
+    pub now: Timestamp,
+}
+
+/// A spec problem the schema cannot catch: a bad template, metric name or limit.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum AnalysisSpecError {
+    #[error(transparent)]
+    Quantity(#[from] QuantityError),
+    #[error(transparent)]
+    Template(#[from] TemplateError),
+    #[error(transparent)]
+    Query(#[from] QueryError),
+}
+
+impl AnalysisSpecError {
+    pub fn category(&self) -> &'static str {
+        match self {
+            AnalysisSpecError::Quantity(_) => "BadLimit",
+            AnalysisSpecError::Template(e) => e.category(),
+            AnalysisSpecError::Query(e) => e.category(),
+        }
+    }
+}
+
+/// A client for the spec's Prometheus with the default per-query timeout.
+pub fn client_for(analysis: &Analysis) -> Result<PrometheusClient, PrometheusError> {
+    PrometheusClient::new(&analysis.prometheus.url, DEFAULT_TIMEOUT)
+}
+
+/// The check's query template (built-in or custom).
+pub fn check_template(check: &Check, analysis: &Analysis) -> Result<String, AnalysisSpecError> {
+    match (&check.query, check.metric) {
+        (Some(q), _) => Ok(q.clone()),
+        (None, Some(m)) => Ok(builtin_template(m, check.quantile, &analysis.metrics)?),
+        (None, None) => Err(QueryError::BadName {
+            field: "checks",
+            value: check.display_name(),
+            kind: "check (neither metric nor query)",
+        }
+        .into()),
+    }
+}
+
+/// Everything in `spec.analysis` that only this code can judge, for `phase: Invalid`.
+pub fn validate(analysis: &Analysis) -> Result<(), AnalysisSpecError> {
+    parse_duration("spec.analysis.interval", &analysis.interval)?;
+    validate_names(&analysis.metrics)?;
+    let r = &analysis.recommendation;
+    parse_percent("spec.analysis.recommendation.minGain", &r.min_gain)?;
+    parse_percent("spec.analysis.recommendation.asyncAbove", &r.async_above)?;
+    for check in &analysis.checks {
+        Limits::from_check(check)?;
+        check_variables(&check.display_name(), &check_template(check, analysis)?)?;
+    }
+    Ok(())
+}
+
+type QueryResult = Result<Option<f64>, PrometheusError>;
+
+fn describe(variant: &str, e: &PrometheusError) -> String {
+    format!("{variant} query failed ({}): {e}", e.category())
+}
+
+/// Runs one analysis for the current interval.
+pub async fn analyse(
+    client: &PrometheusClient,
+    spec: &ConcurrencyExperimentSpec,
+    ctx: &AnalysisContext,
+    history: &[AnalysisRecord],
+) -> AnalysisOutcome {
+    let analysis = &spec.analysis;
+    let record = |verdict, checks, requests: (Option<f64>, Option<f64>), reason| AnalysisRecord {
+        at: Time(ctx.now),
+        stage_index: ctx.stage_index,
+        weight: ctx.weight,
+        verdict,
+        baseline_requests: requests.0,
+        candidate_requests: requests.1,
+        checks,
+        reason: Some(reason),
+    };
+    let interval = match parse_duration("spec.analysis.interval", &analysis.interval) {
+        Ok(i) => i,
+        Err(e) => {
+            return AnalysisOutcome {
+                record: record(
+                    Verdict::Inconclusive,
+                    Vec::new(),
+                    (None, None),
+                    e.to_string(),
+                ),
+                recommendation: None,
+            }
+        }
+    };
+    let vars = |pods: String| TemplateVars {
+        namespace: ctx.namespace.clone(),
+        pods,
+        interval,
+        container: ctx.container.clone(),
+    };
+    let baseline = vars(pods_regex(&ctx.baseline_deployment));
+    let candidate = vars(pods_regex(&ctx.candidate_deployment));
+    let both = vars(pods_regex_any(&[
+        &ctx.baseline_deployment,
+        &ctx.candidate_deployment,
+    ]));
+
+    let checks = join_all(
+        analysis
+            .checks
+            .iter()
+            .map(|c| run_check(client, analysis, c, &baseline, &candidate, ctx.now, history)),
+    );
+    let requests = async {
+        let Ok(t) = requests_template(&analysis.metrics) else {
+            let e = "spec.analysis.metrics.requestsTotal is not a metric name";
+            return (Err(e.to_string()), Err(e.to_string()));
+        };
+        let query = |v: &TemplateVars| {
+            let q = render("requests", &t, v);
+            async move {
+                match q {
+                    Ok(q) => client
+                        .query_value(&q, ctx.now)
+                        .await
+                        .map_err(|e| describe("requests", &e)),
+                    Err(e) => Err(e.to_string()),
+                }
+            }
+        };
+        futures::join!(query(&baseline), query(&candidate))
+    };
+    let io_share = async {
+        let q = io_share_template(&analysis.metrics)
+            .ok()
+            .and_then(|t| render("ioShare", &t, &both).ok())?;
+        client.query_value(&q, ctx.now).await.ok().flatten()
+    };
+    let (checks, (base_req, cand_req), io_share) = futures::join!(checks, requests, io_share);
+
+    let recommendation = io_share.filter(|p| p.is_finite()).and_then(|p| {
+        recommend_from_spec(p, &analysis.recommendation)
+            .ok()
+            .flatten()
+    });
+    let counts = (
+        base_req.as_ref().ok().copied().flatten(),
+        cand_req.as_ref().ok().copied().flatten(),
+    );
+    let (verdict, reason) = match (&base_req, &cand_req) {
+        (Err(e), _) => (Verdict::Inconclusive, format!("baseline {e}")),
+        (_, Err(e)) => (Verdict::Inconclusive, format!("candidate {e}")),
+        _ => aggregate(&checks, counts.0, counts.1, analysis.min_requests),
+    };
+    AnalysisOutcome {
+        record: record(verdict, checks, counts, reason),
+        recommendation,
+    }
+}
+
+async fn run_check(
+    client: &PrometheusClient,
+    analysis: &Analysis,
+    check: &Check,
+    baseline: &TemplateVars,
+    candidate: &TemplateVars,
+    at: Timestamp,
+    history: &[AnalysisRecord],
+) -> CheckResult {
+    let name = check.display_name();
+    let mut result = CheckResult {
+        name: name.clone(),
+        query: check.query.clone().unwrap_or_default(),
+        baseline: None,
+        candidate: None,
+        limit: String::new(),
+        verdict: Verdict::Inconclusive,
+        reason: None,
+    };
+    let prepared = (|| -> Result<(Limits, String, String), AnalysisSpecError> {
+        let limits = Limits::from_check(check)?;
+        let template = check_template(check, analysis)?;
+        Ok((
+            limits,
+            render(&name, &template, baseline)?,
+            render(&name, &template, candidate)?,
+        ))
+    })();
+    let (limits, base_q, cand_q) = match prepared {
+        Ok(p) => p,
+        Err(e) => {
+            result.reason = Some(format!("{} ({})", e, e.category()));
+            return result;
+        }
+    };
+    result.query = cand_q.clone();
+    result.limit = limits.written.clone();
+    let (b, c): (QueryResult, QueryResult) = futures::join!(
+        client.query_value(&base_q, at),
+        client.query_value(&cand_q, at)
+    );
+    let (b, c) = match (b, c) {
+        (Err(e), _) => {
+            result.reason = Some(describe("baseline", &e));
+            return result;
+        }
+        (_, Err(e)) => {
+            result.reason = Some(describe("candidate", &e));
+            return result;
+        }
+        (Ok(b), Ok(c)) => (b, c),
+    };
+    result.baseline = b;
+    result.candidate = c;
+    let statistical = match (&analysis.statistical, limits.max_increase) {
+        (Some(s), Some(share)) => {
+            let (bs, cs) = stats::samples(&name, history, analysis.min_requests, (b, c));
+            stats::compare(s, share, &bs, &cs)
+        }
+        _ => None,
+    };
+    let (verdict, reason) = judge_check(&limits, Unit::of(check), b, c, statistical.as_ref());
+    result.verdict = verdict;
+    result.reason = Some(reason);
+    result
+}
