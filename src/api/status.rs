@@ -95,6 +95,14 @@ pub struct ConcurrencyExperimentStatus {
     /// Inconclusive analyses so far in this experiment.
     #[serde(default)]
     pub inconclusive_analyses: i32,
+    /// Passed analyses in the current stage; reset when a stage is entered. A stage advances
+    /// only after at least one (records are truncated, so this is not counted from them).
+    #[serde(default)]
+    pub stage_passed_analyses: i32,
+    /// Why the experiment holds by itself until approved (`InconclusiveLimit`,
+    /// `AwaitingApproval`); `spec.paused` is read from the spec, not stored here.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hold_reason: Option<String>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub conditions: Vec<Condition>,
     /// The final (or in-progress) decision and why.

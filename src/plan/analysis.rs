@@ -1,0 +1,141 @@
+//! Folding one analysis outcome into status: counters, history, and the limits that roll back
+//! or hold the experiment.
+
+use super::machine::Ctx;
+use super::observations::EventType;
+use crate::api::{AnalysisRecord, InconclusiveAction, Verdict};
+
+/// Analyses kept in status, newest last.
+pub const KEPT_ANALYSES: usize = 10;
+/// `hold_reason` while inconclusive analyses exceed the limit with `onInconclusive: pause`.
+pub const INCONCLUSIVE_LIMIT: &str = "InconclusiveLimit";
+
+/// Records `obs.analysis` (once: a replayed record, not newer than `last_analysis_at`, is
+/// ignored). Returns true when it started a rollback.
+pub fn record(cx: &mut Ctx, stage_index: usize) -> bool {
+    let (spec, obs) = (cx.spec, cx.obs);
+    let Some(outcome) = &obs.analysis else {
+        return false;
+    };
+    let rec = &outcome.record;
+    if cx
+        .status
+        .last_analysis_at
+        .as_ref()
+        .is_some_and(|last| rec.at.0 <= last.0)
+    {
+        return false;
+    }
+    let st = &mut cx.status;
+    st.analyses.push(rec.clone());
+    let excess = st.analyses.len().saturating_sub(KEPT_ANALYSES);
+    st.analyses.drain(..excess);
+    st.last_verdict = Some(rec.verdict);
+    st.last_analysis_at = Some(rec.at.clone());
+    if let Some(r) = &outcome.recommendation {
+        st.recommendation = Some(r.clone());
+    }
+    let limits = &spec.analysis;
+    let at = describe_stage(rec);
+    match rec.verdict {
+        Verdict::Pass => {
+            // Only an analysis of the split in force counts towards advancing this stage.
+            let in_stage = st
+                .stage_started_at
+                .as_ref()
+                .is_some_and(|s| rec.at.0 >= s.0);
+            if in_stage && rec.stage_index as usize == stage_index {
+                st.stage_passed_analyses += 1;
+            }
+            false
+        }
+        Verdict::Fail => {
+            st.failed_analyses += 1;
+            let (n, limit) = (st.failed_analyses, limits.failure_limit);
+            let why = failing_checks(rec);
+            let msg = format!("Analysis {at} failed ({n} failed, {limit} tolerated): {why}.");
+            cx.event(EventType::Warning, "AnalysisFailed", msg);
+            if n > limit {
+                let msg = format!(
+                    "Rolling back: {n} failed analyses exceed failureLimit {limit}; {why}."
+                );
+                cx.start_rollback("CheckFailed", msg);
+                return true;
+            }
+            false
+        }
+        Verdict::Inconclusive => {
+            st.inconclusive_analyses += 1;
+            let (n, limit) = (st.inconclusive_analyses, limits.inconclusive_limit);
+            let why = rec
+                .reason
+                .clone()
+                .unwrap_or_else(|| "not enough data".into());
+            let msg = format!(
+                "Analysis {at} was inconclusive ({n} inconclusive, {limit} tolerated): {why}."
+            );
+            cx.event(EventType::Warning, "AnalysisInconclusive", msg);
+            if n <= limit {
+                return false;
+            }
+            match limits.on_inconclusive {
+                InconclusiveAction::Rollback => {
+                    let msg = format!(
+                        "Rolling back: {n} inconclusive analyses exceed inconclusiveLimit \
+                         {limit}; last: {why}."
+                    );
+                    cx.start_rollback(INCONCLUSIVE_LIMIT, msg);
+                    true
+                }
+                InconclusiveAction::Pause => {
+                    // The Paused event is emitted where the phase changes.
+                    cx.status.hold_reason = Some(INCONCLUSIVE_LIMIT.into());
+                    false
+                }
+            }
+        }
+    }
+}
+
+fn describe_stage(rec: &AnalysisRecord) -> String {
+    format!("in stage {} at {}% weight", rec.stage_index + 1, rec.weight)
+}
+
+/// `latency: candidate 0.62, baseline 0.41, limit max 500ms` for each failed check.
+pub fn failing_checks(rec: &AnalysisRecord) -> String {
+    let parts: Vec<String> = rec
+        .checks
+        .iter()
+        .filter(|c| c.verdict == Verdict::Fail)
+        .map(|c| {
+            format!(
+                "{}: candidate {}, baseline {}, limit {}",
+                c.name,
+                value(c.candidate),
+                value(c.baseline),
+                c.limit
+            )
+        })
+        .collect();
+    if parts.is_empty() {
+        rec.reason
+            .clone()
+            .unwrap_or_else(|| "a check failed".into())
+    } else {
+        parts.join("; ")
+    }
+}
+
+/// A measured value for people: four significant digits at most, `no data` when absent.
+pub fn value(v: Option<f64>) -> String {
+    match v {
+        None => "no data".into(),
+        Some(v) if !v.is_finite() => v.to_string(),
+        Some(v) if v.abs() >= 1000.0 || v == v.trunc() => format!("{v:.0}"),
+        Some(v) => {
+            let digits = (3 - v.abs().log10().floor() as i32).clamp(0, 9) as usize;
+            let s = format!("{v:.digits$}");
+            s.trim_end_matches('0').trim_end_matches('.').to_string()
+        }
+    }
+}

@@ -1,0 +1,114 @@
+//! The ends of an experiment: promoting, rolling back, and deletion (finalizer). Each waits for
+//! the baseline (or the promoted target) to serve at full strength before the candidate goes.
+
+use super::machine::Ctx;
+use super::observations::{Action, EventType};
+use super::timing::POLL;
+use crate::api::{Phase, Router};
+
+/// Promoting: write the candidate config into the target and scale it back to its original
+/// size; once it is rolled out, restore the route (gatewayAPI), then remove the candidate.
+pub fn promote(cx: &mut Ctx) {
+    cx.update_variants();
+    let Some(target) = &cx.obs.target else {
+        return;
+    };
+    let original = cx.original();
+    let gateway = cx.spec.traffic.router == Router::GatewayApi;
+    let t = &target.deployment;
+    if !target.runs_candidate_config {
+        cx.actions.push(Action::PromoteTarget);
+    }
+    if t.replicas != original {
+        cx.actions.push(Action::ScaleTarget { replicas: original });
+    }
+    if !(target.runs_candidate_config && t.rolled_out && t.ready_replicas >= original) {
+        cx.status.message = Some(format!(
+            "Promoting: rolling out the candidate config in the target ({} of {original} pods \
+             ready).",
+            t.ready_replicas
+        ));
+        return cx.wait(POLL);
+    }
+    if gateway && cx.obs.effective_weight != 0 {
+        cx.actions.push(Action::RestoreRoute);
+        cx.status.message =
+            Some("Promoting: the target runs the candidate config; restoring the route.".into());
+        return cx.wait(POLL);
+    }
+    if cx.obs.candidate.is_some() {
+        cx.actions.push(Action::RemoveCandidate);
+        cx.status.message =
+            Some("Promoting: the target runs the candidate config; removing the candidate.".into());
+        return cx.wait(POLL);
+    }
+    cx.status.phase = Phase::Succeeded;
+    let msg = format!(
+        "Promoted: Deployment {} now runs {}.",
+        cx.spec.target_ref.name,
+        cx.spec.candidate.summary()
+    );
+    cx.status.message = Some(msg.clone());
+    cx.event(EventType::Normal, "Succeeded", msg);
+}
+
+/// Rolling back: restore the baseline first (route, replicas) and wait until it is ready at
+/// its original size; only then remove the candidate. With the target gone there is nothing
+/// to restore, so the candidate is removed at once.
+pub fn roll_back(cx: &mut Ctx) {
+    cx.update_variants();
+    let gateway = cx.spec.traffic.router == Router::GatewayApi;
+    let route_restored = !gateway || cx.obs.effective_weight == 0;
+    if !route_restored {
+        cx.actions.push(Action::RestoreRoute);
+    }
+    let original = cx.status.original.as_ref().map(|o| o.replicas);
+    if let (Some(target), Some(original)) = (&cx.obs.target, original) {
+        let t = &target.deployment;
+        if t.replicas != original {
+            cx.actions.push(Action::ScaleTarget { replicas: original });
+        }
+        if t.ready_replicas < original || !route_restored {
+            cx.status.message = Some(format!(
+                "Rolling back: restoring the baseline ({} of {original} pods ready) before \
+                 removing the candidate.",
+                t.ready_replicas
+            ));
+            return cx.wait(POLL);
+        }
+    }
+    if cx.obs.candidate.is_some() {
+        cx.actions.push(Action::RemoveCandidate);
+        cx.status.message =
+            Some("Rolling back: the baseline is restored; removing the candidate.".into());
+        return cx.wait(POLL);
+    }
+    cx.status.phase = Phase::RolledBack;
+    let why = cx
+        .status
+        .decision
+        .as_ref()
+        .map(|d| d.message.clone())
+        .unwrap_or_default();
+    let msg = format!("Rolled back: the baseline serves all traffic. {why}")
+        .trim_end()
+        .to_string();
+    cx.status.message = Some(msg.clone());
+    cx.event(EventType::Warning, "RolledBack", msg);
+}
+
+/// The experiment is being deleted: restore the baseline like a rollback, then release the
+/// finalizer. Nothing to restore (finished, or never started) releases at once.
+pub fn delete(cx: &mut Ctx) {
+    let phase = cx.status.phase;
+    let nothing_created =
+        phase == Phase::Pending && cx.obs.candidate.is_none() && cx.status.original.is_none();
+    if phase.is_terminal() || nothing_created {
+        cx.release = true;
+        return;
+    }
+    let msg = "The experiment is being deleted; restoring the baseline.".to_string();
+    cx.start_rollback("Deleted", msg);
+    roll_back(cx);
+    cx.release = cx.status.phase == Phase::RolledBack;
+}

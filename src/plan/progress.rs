@@ -1,0 +1,233 @@
+//! Progressing and Paused: apply the current stage's split without ever dropping capacity,
+//! start its clock when the split is in force, and advance when it has earned it.
+
+use super::analysis::INCONCLUSIVE_LIMIT;
+use super::finish;
+use super::machine::Ctx;
+use super::observations::{Action, EventType};
+use super::timing::{self, POLL};
+use super::validate::Timing;
+use crate::api::{Phase, Promotion, Router};
+use crate::traffic::replica_split;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+
+pub const AWAITING_APPROVAL: &str = "AwaitingApproval";
+pub const PAUSED_BY_USER: &str = "PausedByUser";
+
+pub fn run(cx: &mut Ctx, t: &Timing) {
+    let n = cx.spec.stages.len();
+    let index = (cx.status.stage_index.unwrap_or(0).max(0) as usize).min(n - 1);
+    if cx.status.stage_index != Some(index as i32) {
+        // The spec lost stages mid-flight: continue at its last one.
+        cx.status.stage_index = Some(index as i32);
+        cx.status.stage = Some(format!("{}/{n}", index + 1));
+    }
+    let old_pause = pause_reason(cx.status.phase, cx.status.hold_reason.as_deref());
+    if cx.record_analysis(index) {
+        return finish::roll_back(cx);
+    }
+    if cx.obs.approved {
+        resume_on_approval(cx);
+        if cx.status.hold_reason.as_deref() == Some(AWAITING_APPROVAL) && !cx.spec.paused {
+            let msg = "Approved: promoting the candidate into the target.".to_string();
+            cx.start_promotion("Approved", msg);
+            return finish::promote(cx);
+        }
+    }
+    let mid_pause = pause_reason_now(cx);
+    if mid_pause != old_pause {
+        pause_event(cx, mid_pause.clone());
+    }
+    let mut in_force = apply_split(cx, index);
+    if in_force && cx.status.stage_started_at.is_none() {
+        cx.status.stage_started_at = Some(Time(cx.now()));
+    }
+    let holding = cx.spec.paused || cx.status.hold_reason.is_some();
+    if !holding && stage_earned(cx, t, index) {
+        if index + 1 < n {
+            cx.enter_stage(index + 1);
+            in_force = apply_split(cx, index + 1);
+        } else if cx.spec.promotion == Promotion::Manual && !cx.obs.approved {
+            cx.status.hold_reason = Some(AWAITING_APPROVAL.into());
+        } else {
+            let msg = "All stages passed: promoting the candidate into the target.".to_string();
+            cx.start_promotion("StagesPassed", msg);
+            return finish::promote(cx);
+        }
+    }
+    let new_pause = pause_reason_now(cx);
+    cx.status.phase = if new_pause.is_some() {
+        Phase::Paused
+    } else {
+        Phase::Progressing
+    };
+    if new_pause != mid_pause {
+        pause_event(cx, new_pause.clone());
+    }
+    cx.update_variants();
+    describe(cx, t, in_force, new_pause);
+}
+
+/// Approval lifts an inconclusive hold: the count starts again.
+fn resume_on_approval(cx: &mut Ctx) {
+    if cx.status.hold_reason.as_deref() == Some(INCONCLUSIVE_LIMIT) {
+        cx.status.hold_reason = None;
+        cx.status.inconclusive_analyses = 0;
+    }
+}
+
+/// Emits the actions that move towards stage `index`'s split; true when it is in force.
+/// Order: the candidate grows first; the target shrinks (replicas) or the route shifts
+/// (gatewayAPI) only once the candidate's pods are ready.
+fn apply_split(cx: &mut Ctx, index: usize) -> bool {
+    let Some(target) = &cx.obs.target else {
+        return false;
+    };
+    let weight = cx.spec.stages.get(index).map_or(100, |s| s.weight);
+    let router = cx.spec.traffic.router;
+    let split = replica_split(router, cx.original(), weight);
+    let candidate = cx.obs.candidate.as_ref();
+    if candidate.map(|c| c.replicas) != Some(split.candidate) || cx.spec_changed {
+        cx.actions.push(Action::EnsureCandidate {
+            replicas: split.candidate,
+        });
+    }
+    let candidate_ready = candidate.map_or(0, |c| c.ready_replicas) >= split.candidate;
+    let current = target.deployment.replicas;
+    // Growing the baseline is always safe; shrinking it waits for the candidate.
+    if current < split.baseline || (current > split.baseline && candidate_ready) {
+        cx.actions.push(Action::ScaleTarget {
+            replicas: split.baseline,
+        });
+    }
+    let effective = cx.obs.effective_weight;
+    match router {
+        Router::Replicas => {
+            candidate_ready
+                && current == split.baseline
+                && effective >= split.planned_effective_weight
+        }
+        Router::GatewayApi => {
+            if candidate_ready && effective != weight {
+                cx.actions.push(Action::SetRouteWeights {
+                    candidate_weight: weight,
+                });
+            }
+            candidate_ready && effective == weight
+        }
+    }
+}
+
+/// The stage's duration has passed since its split was in force, at least one analysis in it
+/// passed, and the latest one passed. Missing data (Inconclusive) never satisfies this.
+fn stage_earned(cx: &Ctx, t: &Timing, index: usize) -> bool {
+    let st = &cx.status;
+    let Some(started) = &st.stage_started_at else {
+        return false;
+    };
+    let ended = timing::add(started.0, t.stage(index)).is_some_and(|end| cx.now() >= end);
+    ended && st.stage_passed_analyses >= 1 && st.last_verdict == Some(crate::api::Verdict::Pass)
+}
+
+/// Why the experiment is paused, in order of what needs a person most.
+fn pause_reason(phase: Phase, hold: Option<&str>) -> Option<String> {
+    match (phase, hold) {
+        (Phase::Paused, Some(h)) => Some(h.to_string()),
+        (Phase::Paused, None) => Some(PAUSED_BY_USER.into()),
+        _ => None,
+    }
+}
+
+fn pause_reason_now(cx: &Ctx) -> Option<String> {
+    let hold = cx.status.hold_reason.as_deref();
+    match hold {
+        Some(INCONCLUSIVE_LIMIT) => Some(INCONCLUSIVE_LIMIT.into()),
+        _ if cx.spec.paused => Some(PAUSED_BY_USER.into()),
+        Some(h) => Some(h.to_string()),
+        None => None,
+    }
+}
+
+fn pause_event(cx: &mut Ctx, reason: Option<String>) {
+    let stage = cx.status.stage.clone().unwrap_or_default();
+    let (type_, reason, msg) = match reason.as_deref() {
+        None => (
+            EventType::Normal,
+            "Resumed",
+            format!("Resumed at stage {stage}."),
+        ),
+        Some(INCONCLUSIVE_LIMIT) => (
+            EventType::Warning,
+            INCONCLUSIVE_LIMIT,
+            format!(
+                "Paused at stage {stage}: {} inconclusive analyses exceed inconclusiveLimit {}; \
+                 approve to resume or abort to roll back.",
+                cx.status.inconclusive_analyses, cx.spec.analysis.inconclusive_limit
+            ),
+        ),
+        Some(AWAITING_APPROVAL) => (
+            EventType::Normal,
+            AWAITING_APPROVAL,
+            format!("All stages passed; holding at stage {stage} until the promotion is approved."),
+        ),
+        Some(_) => (
+            EventType::Normal,
+            PAUSED_BY_USER,
+            format!("Paused by spec.paused at stage {stage}; analyses keep running."),
+        ),
+    };
+    cx.event(type_, reason, msg);
+}
+
+/// The status message, condition reason and requeue time for the state reached.
+fn describe(cx: &mut Ctx, t: &Timing, in_force: bool, pause: Option<String>) {
+    let stage = cx.status.stage.clone().unwrap_or_default();
+    let planned = cx.status.planned_weight;
+    let effective = cx.obs.effective_weight;
+    let index = cx.status.stage_index.unwrap_or(0).max(0) as usize;
+    if let Some(next) = timing::next_analysis_at(&cx.status, t.interval) {
+        let d = timing::until(cx.now(), next);
+        cx.wait(d);
+    }
+    let msg = if !in_force || cx.status.stage_started_at.is_none() {
+        cx.wait(POLL);
+        let c = cx.obs.candidate.clone().unwrap_or_default();
+        let wanted = replica_split(cx.spec.traffic.router, cx.original(), planned).candidate;
+        format!(
+            "Stage {stage}: shifting to {planned}% ({} of {wanted} candidate pods ready, {effective}% \
+             of traffic now).",
+            c.ready_replicas
+        )
+    } else {
+        let started = cx.status.stage_started_at.as_ref().map(|s| s.0);
+        let end = started.and_then(|s| timing::add(s, t.stage(index)));
+        if let (Some(end), None) = (end, &pause) {
+            if cx.now() < end {
+                let d = timing::until(cx.now(), end);
+                cx.wait(d);
+            }
+        }
+        let passed = cx.status.stage_passed_analyses;
+        format!(
+            "Stage {stage} at {effective}% of traffic ({}); {passed} passed analyses in this stage.",
+            pods(cx)
+        )
+    };
+    cx.status.message = Some(match &pause {
+        Some(r) => format!("Paused ({r}). {msg}"),
+        None => msg,
+    });
+    if let Some(r) = pause {
+        cx.reason = r;
+    }
+}
+
+fn pods(cx: &Ctx) -> String {
+    let c = cx.obs.candidate.as_ref().map_or(0, |c| c.ready_replicas);
+    let b = cx
+        .obs
+        .target
+        .as_ref()
+        .map_or(0, |t| t.deployment.ready_replicas);
+    format!("{c} candidate and {b} baseline pods ready")
+}

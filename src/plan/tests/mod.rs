@@ -1,0 +1,273 @@
+//! Fixtures for the stage-machine tests: a spec from YAML, a small simulated cluster that obeys
+//! the actions, and a driver that steps the machine through time.
+
+mod finish;
+mod progress;
+mod rollback;
+mod walk;
+
+use std::time::Duration;
+
+use jiff::Timestamp;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+
+use super::*;
+use crate::api::{
+    AnalysisRecord, CheckResult, ConcurrencyExperimentSpec, ConcurrencyExperimentStatus,
+    RenderedServer, Router, ServerKind, Verdict,
+};
+use crate::traffic::percent;
+
+/// A spec with the default 30/70/100 stages of 10m, a 1m interval and one latency check;
+/// `extra` is appended YAML at the top level of the spec.
+pub fn spec_with(extra: &str) -> ConcurrencyExperimentSpec {
+    let yaml = format!(
+        "targetRef: {{name: storefront}}\n\
+         candidate: {{server: puma, workers: 2, threads: 4}}\n\
+         analysis:\n  prometheus: {{url: 'http://prometheus:9090'}}\n  interval: 1m\n  \
+         failureLimit: 1\n  inconclusiveLimit: 3\n  checks:\n  - {{metric: latency, max: 500ms}}\n\
+         {extra}"
+    );
+    serde_yaml::from_str(&yaml).unwrap()
+}
+
+pub fn spec() -> ConcurrencyExperimentSpec {
+    spec_with("")
+}
+
+pub fn t0() -> Timestamp {
+    "2026-11-30T01:00:00Z".parse().unwrap()
+}
+
+pub fn at(secs: i64) -> Timestamp {
+    t0() + jiff::SignedDuration::from_secs(secs)
+}
+
+pub fn record(verdict: Verdict, secs: i64, stage_index: i32, weight: i32) -> AnalysisRecord {
+    AnalysisRecord {
+        at: Time(at(secs)),
+        stage_index,
+        weight,
+        verdict,
+        baseline_requests: Some(600.0),
+        candidate_requests: Some(300.0),
+        checks: vec![CheckResult {
+            name: "latency".into(),
+            query: "histogram_quantile(0.99, …)".into(),
+            baseline: Some(0.41),
+            candidate: Some(if verdict == Verdict::Fail { 0.62 } else { 0.4 }),
+            limit: "max 500ms".into(),
+            verdict,
+            reason: None,
+        }],
+        reason: (verdict == Verdict::Inconclusive).then(|| "no data for the candidate".into()),
+    }
+}
+
+/// A cluster that carries out the actions: spec changes at once, pods get ready on `settle`.
+#[derive(Clone, Debug)]
+pub struct World {
+    pub router: Router,
+    pub target: Option<TargetState>,
+    pub candidate: Option<DeploymentState>,
+    pub route_weight: i32,
+}
+
+impl World {
+    pub fn new(router: Router, replicas: i32) -> Self {
+        let deployment = DeploymentState {
+            replicas,
+            ready_replicas: replicas,
+            rolled_out: true,
+        };
+        let baseline = RenderedServer {
+            server: ServerKind::Puma,
+            workers: Some(2),
+            threads: Some(6),
+            ..Default::default()
+        };
+        World {
+            router,
+            target: Some(TargetState {
+                deployment,
+                baseline,
+                runs_candidate_config: false,
+            }),
+            candidate: None,
+            route_weight: 0,
+        }
+    }
+
+    pub fn apply(&mut self, actions: &[Action]) {
+        for a in actions {
+            match a {
+                Action::EnsureCandidate { replicas } => {
+                    let c = self.candidate.get_or_insert_with(Default::default);
+                    c.replicas = *replicas;
+                    c.rolled_out = false;
+                }
+                Action::ScaleTarget { replicas } => {
+                    if let Some(t) = &mut self.target {
+                        t.deployment.replicas = *replicas;
+                        t.deployment.ready_replicas = t.deployment.ready_replicas.min(*replicas);
+                        t.deployment.rolled_out = false;
+                    }
+                }
+                Action::SetRouteWeights { candidate_weight } => {
+                    self.route_weight = *candidate_weight
+                }
+                Action::RestoreRoute => self.route_weight = 0,
+                Action::PromoteTarget => {
+                    if let Some(t) = &mut self.target {
+                        t.runs_candidate_config = true;
+                        t.deployment.ready_replicas = 0;
+                        t.deployment.rolled_out = false;
+                    }
+                }
+                Action::RemoveCandidate => self.candidate = None,
+                Action::Event { .. } => {}
+            }
+        }
+    }
+
+    /// All pods become ready and rollouts complete.
+    pub fn settle(&mut self) {
+        if let Some(t) = &mut self.target {
+            t.deployment.ready_replicas = t.deployment.replicas;
+            t.deployment.rolled_out = true;
+        }
+        if let Some(c) = &mut self.candidate {
+            c.ready_replicas = c.replicas;
+            c.rolled_out = true;
+        }
+    }
+
+    pub fn effective_weight(&self) -> i32 {
+        match self.router {
+            Router::GatewayApi => self.route_weight,
+            Router::Replicas => {
+                let c = self.candidate.as_ref().map_or(0, |c| c.ready_replicas);
+                let b = self
+                    .target
+                    .as_ref()
+                    .map_or(0, |t| t.deployment.ready_replicas);
+                percent(c, b + c)
+            }
+        }
+    }
+
+    pub fn observe(&self, now: Timestamp) -> Observations {
+        Observations {
+            now,
+            generation: 1,
+            deleting: false,
+            abort_requested: false,
+            approved: false,
+            spec_error: None,
+            target: self.target.clone(),
+            candidate: self.candidate.clone(),
+            effective_weight: self.effective_weight(),
+            analysis: None,
+        }
+    }
+}
+
+/// Steps the machine through time against a `World`, keeping every action it asked for.
+pub struct Run {
+    pub spec: ConcurrencyExperimentSpec,
+    pub status: ConcurrencyExperimentStatus,
+    pub world: World,
+    pub now: i64,
+    pub log: Vec<Action>,
+    pub last: Option<Step>,
+    /// Pods get ready right after each step.
+    pub auto_settle: bool,
+}
+
+impl Run {
+    pub fn new(spec: ConcurrencyExperimentSpec, replicas: i32) -> Self {
+        let world = World::new(spec.traffic.router, replicas);
+        Run {
+            spec,
+            status: Default::default(),
+            world,
+            now: 0,
+            log: Vec::new(),
+            last: None,
+            auto_settle: true,
+        }
+    }
+
+    pub fn obs(&self) -> Observations {
+        self.world.observe(at(self.now))
+    }
+
+    /// One reconcile with `edit` applied to the observations; runs the analysis the shell
+    /// would run when `analysis_due` says so, with `verdict`.
+    pub fn tick_with(
+        &mut self,
+        verdict: Option<Verdict>,
+        edit: impl Fn(&mut Observations),
+    ) -> &Step {
+        let mut obs = self.obs();
+        if let Some(v) = verdict {
+            if analysis_due(&self.spec, &self.status, obs.now) {
+                let stage = self.status.stage_index.unwrap_or(0);
+                obs.analysis = Some(AnalysisOutcome {
+                    record: record(v, self.now, stage, obs.effective_weight),
+                    recommendation: None,
+                });
+            }
+        }
+        edit(&mut obs);
+        let out = step(&self.spec, &self.status, &obs);
+        self.world.apply(&out.actions);
+        if self.auto_settle {
+            self.world.settle();
+        }
+        self.log.extend(out.actions.iter().cloned());
+        self.status = out.status.clone();
+        self.last = Some(out);
+        self.last.as_ref().unwrap()
+    }
+
+    pub fn tick(&mut self, verdict: Option<Verdict>) -> &Step {
+        self.tick_with(verdict, |_| {})
+    }
+
+    /// Ticks every `secs` seconds, `n` times, with analyses of `verdict`.
+    pub fn advance(&mut self, secs: i64, n: usize, verdict: Verdict) {
+        for _ in 0..n {
+            self.now += secs;
+            self.tick(Some(verdict));
+        }
+    }
+
+    /// Event reasons asked for so far, in order.
+    pub fn events(&self) -> Vec<String> {
+        events(&self.log)
+    }
+
+    pub fn count(&self, f: impl Fn(&Action) -> bool) -> usize {
+        self.log.iter().filter(|a| f(a)).count()
+    }
+}
+
+pub fn events(actions: &[Action]) -> Vec<String> {
+    actions
+        .iter()
+        .filter_map(|a| match a {
+            Action::Event { reason, .. } => Some(reason.clone()),
+            _ => None,
+        })
+        .collect()
+}
+
+pub fn condition(status: &ConcurrencyExperimentStatus, type_: &str) -> (String, String) {
+    let c = conditions::get(status, type_).unwrap_or_else(|| panic!("no {type_} condition"));
+    (c.status.clone(), c.reason.clone())
+}
+
+pub fn secs(d: Option<Duration>) -> u64 {
+    d.map(|d| d.as_secs()).unwrap_or(0)
+}

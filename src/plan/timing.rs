@@ -1,0 +1,61 @@
+//! Clocks: when the next analysis is due and when a stage may end.
+
+use std::time::Duration;
+
+use jiff::Timestamp;
+
+use crate::api::{parse_duration, ConcurrencyExperimentSpec, ConcurrencyExperimentStatus, Phase};
+
+/// How soon to look again while pods start, scale or terminate.
+pub const POLL: Duration = Duration::from_secs(5);
+/// How soon to look again while the target does not exist.
+pub const TARGET_POLL: Duration = Duration::from_secs(15);
+/// Never requeue sooner than this (a due analysis runs on the next reconcile).
+const MIN_REQUEUE: Duration = Duration::from_secs(1);
+
+/// True when the shell should run an analysis now: the experiment is Progressing or Paused, the
+/// current stage's split is in force, and `interval` has passed since the later of the stage
+/// start and the last analysis. A bad interval is never due (the step reports it as Invalid).
+pub fn analysis_due(
+    spec: &ConcurrencyExperimentSpec,
+    status: &ConcurrencyExperimentStatus,
+    now: Timestamp,
+) -> bool {
+    let Ok(interval) = parse_duration("spec.analysis.interval", &spec.analysis.interval) else {
+        return false;
+    };
+    next_analysis_at(status, interval).is_some_and(|at| now >= at)
+}
+
+/// When the next analysis is due, if analyses run in this state at all.
+pub fn next_analysis_at(
+    status: &ConcurrencyExperimentStatus,
+    interval: Duration,
+) -> Option<Timestamp> {
+    if !matches!(status.phase, Phase::Progressing | Phase::Paused) || interval.is_zero() {
+        return None;
+    }
+    let started = status.stage_started_at.as_ref()?.0;
+    let from = match &status.last_analysis_at {
+        Some(last) if last.0 > started => last.0,
+        _ => started,
+    };
+    add(from, interval)
+}
+
+/// `at + d`, or `None` on overflow (durations are capped at a year by the parser).
+pub fn add(at: Timestamp, d: Duration) -> Option<Timestamp> {
+    let span = jiff::SignedDuration::try_from(d).ok()?;
+    at.checked_add(span).ok()
+}
+
+/// Time from `now` until `at`, at least `MIN_REQUEUE`.
+pub fn until(now: Timestamp, at: Timestamp) -> Duration {
+    let left = Duration::try_from(at.duration_since(now)).unwrap_or_default();
+    left.max(MIN_REQUEUE)
+}
+
+/// Keeps the sooner of two requeue times.
+pub fn sooner(a: Option<Duration>, b: Duration) -> Option<Duration> {
+    Some(a.map_or(b, |a| a.min(b)))
+}

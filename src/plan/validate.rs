@@ -1,0 +1,68 @@
+//! What the CRD schema cannot check: that the human-written quantities parse, and the problems
+//! the shell found (`Observations::spec_error`). A failure names the field.
+
+use std::time::Duration;
+
+use crate::api::{parse_duration, parse_percent, ConcurrencyExperimentSpec};
+
+/// The spec's durations, parsed once per step.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Timing {
+    /// `spec.stages[i].duration`, by stage index.
+    pub stages: Vec<Duration>,
+    /// `spec.analysis.interval`.
+    pub interval: Duration,
+}
+
+impl Timing {
+    /// The duration of stage `index`, or of the last stage when the spec shrank mid-flight.
+    pub fn stage(&self, index: usize) -> Duration {
+        self.stages
+            .get(index)
+            .or(self.stages.last())
+            .copied()
+            .unwrap_or_default()
+    }
+}
+
+/// Parses the spec's durations and checks its limits; `Err` is one sentence naming the field.
+pub fn validate(
+    spec: &ConcurrencyExperimentSpec,
+    spec_error: Option<&str>,
+) -> Result<Timing, String> {
+    if let Some(e) = spec_error {
+        return Err(e.to_string());
+    }
+    if spec.stages.is_empty() {
+        return Err("spec.stages: at least one stage is required".into());
+    }
+    let err = |e: crate::api::QuantityError| e.to_string();
+    let stages = spec
+        .stages
+        .iter()
+        .enumerate()
+        .map(|(i, s)| parse_duration(&format!("spec.stages[{i}].duration"), &s.duration))
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(err)?;
+    let interval =
+        parse_duration("spec.analysis.interval", &spec.analysis.interval).map_err(err)?;
+    if interval.is_zero() {
+        return Err("spec.analysis.interval: must be longer than 0s".into());
+    }
+    for (i, c) in spec.analysis.checks.iter().enumerate() {
+        let field = |f: &str| format!("spec.analysis.checks[{i}].{f}");
+        if let Some(min) = &c.min {
+            min.value(&field("min")).map_err(err)?;
+        }
+        if let Some(max) = &c.max {
+            max.value(&field("max")).map_err(err)?;
+        }
+        if let Some(inc) = &c.max_increase {
+            parse_percent(&field("maxIncrease"), inc).map_err(err)?;
+        }
+    }
+    let rec = &spec.analysis.recommendation;
+    parse_percent("spec.analysis.recommendation.minGain", &rec.min_gain).map_err(err)?;
+    parse_percent("spec.analysis.recommendation.asyncAbove", &rec.async_above).map_err(err)?;
+    Ok(Timing { stages, interval })
+}
