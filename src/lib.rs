@@ -9,3 +9,4 @@ pub mod leader;
 pub mod plan;
 pub mod telemetry;
 pub mod traffic;
+pub mod workload;

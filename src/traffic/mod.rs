@@ -1,5 +1,9 @@
 //! Routers: how a stage weight becomes a traffic split.
 
+mod gateway;
+mod services;
 mod split;
 
+pub use gateway::*;
+pub use services::*;
 pub use split::*;

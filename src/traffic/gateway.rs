@@ -1,0 +1,389 @@
+//! `gatewayAPI` router: HTTPRoute backendRef weights (`gateway.networking.k8s.io/v1`).
+//!
+//! k8s-openapi has no Gateway API types, so routes are `serde_json::Value`. HTTPRoute is a
+//! custom resource: only JSON merge patch (or apply) works on it, and a merge patch replaces
+//! arrays whole — so every patch here carries all rules, and the route's `resourceVersion`
+//! when known, making the write fail with a conflict instead of undoing a concurrent edit.
+
+use serde_json::{json, Map, Value};
+
+use super::percent;
+use crate::workload::WorkloadError;
+
+pub const HTTPROUTE_API_VERSION: &str = "gateway.networking.k8s.io/v1";
+
+/// The backendRefs of every rule, in rule order (`null` for a rule without any), as saved in
+/// `status.original.routeBackendRefs` before the first weighted patch.
+pub fn route_backend_refs(route: &Value) -> Result<Value, WorkloadError> {
+    Ok(Value::Array(
+        rules(route)?
+            .iter()
+            .map(|rule| rule.get("backendRefs").cloned().unwrap_or(Value::Null))
+            .collect(),
+    ))
+}
+
+/// Merge patch sending `candidate_weight` percent of what each rule sent to `service` to
+/// `candidate_svc` and the rest to `baseline_svc`. The two refs take the place of the original
+/// one (port, filters and all); refs to other backends keep their share of the rule, so their
+/// weights are scaled by 100 on the first split. Applying it again to an already split route
+/// only moves the weights. Rules that do not send traffic to `service` are left as they are.
+pub fn weighted_route_patch(
+    route: &Value,
+    service: &str,
+    baseline_svc: &str,
+    candidate_svc: &str,
+    candidate_weight: i32,
+) -> Result<Value, WorkloadError> {
+    let namespace = route.pointer("/metadata/namespace").and_then(Value::as_str);
+    let w = i64::from(candidate_weight.clamp(0, 100));
+    let mut referenced = false;
+    let new_rules: Vec<Value> = rules(route)?
+        .iter()
+        .map(|rule| {
+            let Some(refs) = rule.get("backendRefs").and_then(Value::as_array) else {
+                return rule.clone();
+            };
+            let is = |b: &Value, name: &str| refers_to(b, name, namespace);
+            let split = |b: &Value| is(b, baseline_svc) || is(b, candidate_svc);
+            let ours = |b: &Value| is(b, service) || split(b);
+            let Some(first) = refs.iter().position(ours) else {
+                return rule.clone();
+            };
+            referenced = true;
+            let already_split = refs.iter().any(split);
+            // The weight the target's Service had in this rule before any split.
+            let share = if already_split {
+                refs.iter().filter(|b| split(b)).map(weight).sum::<i64>() / 100
+            } else {
+                refs.iter().filter(|b| ours(b)).map(weight).sum::<i64>()
+            };
+            let variant = |name: &str, weight: i64| {
+                let mut backend = refs[first].clone();
+                backend["name"] = json!(name);
+                backend["weight"] = json!(weight);
+                backend
+            };
+            let mut new_refs = Vec::with_capacity(refs.len() + 1);
+            for (i, backend) in refs.iter().enumerate() {
+                if i == first {
+                    new_refs.push(variant(baseline_svc, share * (100 - w)));
+                    new_refs.push(variant(candidate_svc, share * w));
+                } else if !ours(backend) {
+                    let mut other = backend.clone();
+                    if !already_split {
+                        other["weight"] = json!(weight(backend) * 100);
+                    }
+                    new_refs.push(other);
+                }
+            }
+            let mut rule = rule.clone();
+            rule["backendRefs"] = Value::Array(new_refs);
+            rule
+        })
+        .collect();
+    if !referenced {
+        return Err(WorkloadError::ServiceNotInRoute {
+            route: route_name(route),
+            service: service.to_string(),
+        });
+    }
+    Ok(rules_patch(route, new_rules))
+}
+
+/// Merge patch putting back the backendRefs saved by [`route_backend_refs`], keeping the
+/// rest of each rule as it is now.
+pub fn restore_route_patch(
+    route: &Value,
+    original_refs_json: &str,
+) -> Result<Value, WorkloadError> {
+    let stored: Vec<Value> = serde_json::from_str(original_refs_json)
+        .map_err(|e| WorkloadError::StoredRouteRefs(e.to_string()))?;
+    let current = rules(route)?;
+    if stored.len() != current.len() {
+        return Err(WorkloadError::RouteRulesChanged {
+            route: route_name(route),
+            stored: stored.len(),
+            current: current.len(),
+        });
+    }
+    let new_rules = current
+        .iter()
+        .zip(stored)
+        .map(|(rule, refs)| {
+            let mut rule = rule.clone();
+            if let Some(fields) = rule.as_object_mut() {
+                match refs {
+                    Value::Null => fields.remove("backendRefs"),
+                    refs => fields.insert("backendRefs".to_string(), refs),
+                };
+            }
+            rule
+        })
+        .collect();
+    Ok(rules_patch(route, new_rules))
+}
+
+/// The candidate's percent of the traffic split between the two variant Services, as the
+/// route stands. When rules disagree (a hand edit), the highest share — the candidate's real
+/// exposure. `None` when no rule is split.
+pub fn route_weight(route: &Value, baseline_svc: &str, candidate_svc: &str) -> Option<i32> {
+    let namespace = route.pointer("/metadata/namespace").and_then(Value::as_str);
+    route
+        .pointer("/spec/rules")?
+        .as_array()?
+        .iter()
+        .filter_map(|rule| {
+            let refs = rule.get("backendRefs")?.as_array()?;
+            let sum = |name: &str| -> Option<i64> {
+                let mut found = refs
+                    .iter()
+                    .filter(|b| refers_to(b, name, namespace))
+                    .peekable();
+                found.peek()?;
+                Some(found.map(weight).sum())
+            };
+            let (baseline, candidate) = (sum(baseline_svc).unwrap_or(0), sum(candidate_svc)?);
+            let to_i32 = |v: i64| i32::try_from(v).unwrap_or(i32::MAX);
+            Some(percent(to_i32(candidate), to_i32(baseline + candidate)))
+        })
+        .max()
+}
+
+/// The core Services (in the route's namespace) the route sends traffic to, in order.
+pub fn route_services(route: &Value) -> Vec<String> {
+    let namespace = route.pointer("/metadata/namespace").and_then(Value::as_str);
+    let mut names: Vec<String> = Vec::new();
+    let refs = route
+        .pointer("/spec/rules")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten();
+    for backend in refs
+        .filter_map(|r| r.get("backendRefs")?.as_array())
+        .flatten()
+    {
+        if let Some(name) = backend.get("name").and_then(Value::as_str) {
+            if refers_to(backend, name, namespace) && !names.iter().any(|n| n == name) {
+                names.push(name.to_string());
+            }
+        }
+    }
+    names
+}
+
+fn rules(route: &Value) -> Result<&Vec<Value>, WorkloadError> {
+    route
+        .pointer("/spec/rules")
+        .and_then(Value::as_array)
+        .filter(|rules| !rules.is_empty())
+        .ok_or_else(|| WorkloadError::RouteWithoutRules {
+            route: route_name(route),
+        })
+}
+
+fn rules_patch(route: &Value, rules: Vec<Value>) -> Value {
+    let mut patch = Map::new();
+    if let Some(version) = route.pointer("/metadata/resourceVersion") {
+        patch.insert("metadata".into(), json!({ "resourceVersion": version }));
+    }
+    patch.insert("spec".into(), json!({ "rules": rules }));
+    Value::Object(patch)
+}
+
+/// A backendRef to the core Service `name` in the route's namespace.
+fn refers_to(backend: &Value, name: &str, route_namespace: Option<&str>) -> bool {
+    let field = |key: &str| backend.get(key).and_then(Value::as_str);
+    field("name") == Some(name)
+        && field("kind").unwrap_or("Service") == "Service"
+        && field("group").unwrap_or("").is_empty()
+        && (field("namespace").is_none() || field("namespace") == route_namespace)
+}
+
+/// Gateway API's default weight is 1.
+fn weight(backend: &Value) -> i64 {
+    backend.get("weight").and_then(Value::as_i64).unwrap_or(1)
+}
+
+fn route_name(route: &Value) -> String {
+    route
+        .pointer("/metadata/name")
+        .and_then(Value::as_str)
+        .unwrap_or("(unnamed)")
+        .to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use pretty_assertions::assert_eq;
+
+    const B: &str = "storefront-baseline";
+    const C: &str = "storefront-candidate";
+
+    /// Rule 0 sends /api to the target's Service, rule 1 sends /assets elsewhere, rule 2
+    /// redirects (no backendRefs).
+    fn route(api_refs: Value) -> Value {
+        json!({
+            "apiVersion": HTTPROUTE_API_VERSION,
+            "kind": "HTTPRoute",
+            "metadata": {"name": "storefront", "namespace": "shop", "resourceVersion": "41"},
+            "spec": {
+                "parentRefs": [{"name": "gateway"}],
+                "rules": [
+                    {"matches": [{"path": {"type": "PathPrefix", "value": "/api"}}],
+                     "backendRefs": api_refs},
+                    {"matches": [{"path": {"type": "PathPrefix", "value": "/assets"}}],
+                     "backendRefs": [{"name": "assets", "port": 8080}]},
+                    {"filters": [{"type": "RequestRedirect", "requestRedirect": {"statusCode": 301}}]}
+                ]
+            }
+        })
+    }
+
+    /// RFC 7386, as the API server applies a merge patch.
+    fn merge(target: &mut Value, patch: &Value) {
+        match (target.as_object_mut(), patch.as_object()) {
+            (Some(fields), Some(changes)) => {
+                for (key, value) in changes {
+                    if value.is_null() {
+                        fields.remove(key);
+                    } else {
+                        merge(fields.entry(key.clone()).or_insert(Value::Null), value);
+                    }
+                }
+            }
+            _ => *target = patch.clone(),
+        }
+    }
+
+    fn patched(route: &Value, weight: i32) -> Value {
+        let mut next = route.clone();
+        merge(
+            &mut next,
+            &weighted_route_patch(route, "storefront", B, C, weight).unwrap(),
+        );
+        next
+    }
+
+    #[test]
+    fn only_the_rule_sending_to_the_target_is_split() {
+        let original = route(json!([{"name": "storefront", "port": 80}]));
+        let patch = weighted_route_patch(&original, "storefront", B, C, 30).unwrap();
+        assert_eq!(patch["metadata"], json!({"resourceVersion": "41"}));
+        let rules = &patch["spec"]["rules"];
+        assert_eq!(
+            rules[0]["backendRefs"],
+            json!([{"name": B, "port": 80, "weight": 70}, {"name": C, "port": 80, "weight": 30}])
+        );
+        assert_eq!(rules[0]["matches"], original["spec"]["rules"][0]["matches"]);
+        assert_eq!(rules[1], original["spec"]["rules"][1]);
+        assert_eq!(rules[2], original["spec"]["rules"][2]);
+    }
+
+    #[test]
+    fn stages_move_the_weights_and_read_back() {
+        let original = route(json!([{"name": "storefront", "port": 80}]));
+        assert_eq!(route_weight(&original, B, C), None);
+        let mut current = original;
+        for stage in [30, 70, 100] {
+            current = patched(&current, stage);
+            assert_eq!(route_weight(&current, B, C), Some(stage));
+            assert_eq!(
+                current["spec"]["rules"][0]["backendRefs"]
+                    .as_array()
+                    .unwrap()
+                    .len(),
+                2
+            );
+        }
+        assert_eq!(current["spec"]["rules"][0]["backendRefs"][0]["weight"], 0);
+        assert_eq!(route_weight(&patched(&current, 0), B, C), Some(0));
+    }
+
+    #[test]
+    fn other_backends_keep_their_share_of_the_rule() {
+        let original = route(json!([
+            {"name": "storefront", "port": 80, "weight": 3},
+            {"name": "legacy", "port": 80}
+        ]));
+        let weights = |r: &Value| -> Vec<(String, i64)> {
+            r["spec"]["rules"][0]["backendRefs"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|b| {
+                    (
+                        b["name"].as_str().unwrap().to_string(),
+                        b["weight"].as_i64().unwrap(),
+                    )
+                })
+                .collect()
+        };
+        let first = patched(&original, 30);
+        let expect = |b, c| {
+            vec![
+                (B.to_string(), b),
+                (C.to_string(), c),
+                ("legacy".to_string(), 100),
+            ]
+        };
+        assert_eq!(weights(&first), expect(210, 90));
+        let second = patched(&first, 70);
+        assert_eq!(weights(&second), expect(90, 210));
+        assert_eq!(route_weight(&second, B, C), Some(70));
+    }
+
+    #[test]
+    fn restore_puts_the_original_refs_back() {
+        let original = route(json!([{"name": "storefront", "port": 80, "filters": []}]));
+        let saved = route_backend_refs(&original).unwrap().to_string();
+        assert_eq!(
+            saved,
+            r#"[[{"filters":[],"name":"storefront","port":80}],[{"name":"assets","port":8080}],null]"#
+        );
+        let split = patched(&patched(&original, 30), 70);
+        assert_eq!(
+            split["spec"]["rules"][0]["backendRefs"][1]["filters"],
+            json!([])
+        );
+        let mut restored = split.clone();
+        merge(&mut restored, &restore_route_patch(&split, &saved).unwrap());
+        assert_eq!(restored, original);
+    }
+
+    #[test]
+    fn routes_that_cannot_be_split_or_restored_say_why() {
+        let elsewhere = route(json!([
+            {"name": "storefront", "port": 80, "namespace": "other"},
+            {"name": "storefront", "port": 80, "kind": "ServiceImport", "group": "multicluster.x-k8s.io"}
+        ]));
+        let err = weighted_route_patch(&elsewhere, "storefront", B, C, 30).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "spec.traffic.httpRoute: no rule of HTTPRoute storefront has a backendRef to Service storefront"
+        );
+        assert_eq!(err.category(), "ServiceNotInRoute");
+
+        let empty = json!({"metadata": {"name": "r"}, "spec": {"rules": []}});
+        assert_eq!(
+            route_backend_refs(&empty).unwrap_err().category(),
+            "InvalidRoute"
+        );
+
+        let original = route(json!([{"name": "storefront", "port": 80}]));
+        let err = restore_route_patch(&original, "[null]").unwrap_err();
+        assert_eq!(err.category(), "RouteChanged");
+        assert!(
+            err.to_string()
+                .contains("1 rules were saved but HTTPRoute storefront now has 3"),
+            "{err}"
+        );
+        assert_eq!(
+            restore_route_patch(&original, "not json")
+                .unwrap_err()
+                .category(),
+            "InvalidOriginalRoute"
+        );
+    }
+}

@@ -1,0 +1,22 @@
+//! Rendering the variants: the candidate Deployment from the target and a server config, the
+//! baseline read back from the target, and the template promotion writes. Pure functions on
+//! k8s-openapi types; the controller does the I/O.
+
+mod baseline;
+mod deployment;
+mod error;
+mod names;
+mod render;
+
+pub use baseline::*;
+pub use deployment::*;
+pub use error::*;
+pub use names::*;
+pub use render::*;
+
+#[cfg(test)]
+mod deployment_tests;
+#[cfg(test)]
+pub(crate) mod fixtures;
+#[cfg(test)]
+mod render_tests;

@@ -1,0 +1,151 @@
+//! Names and labels of the objects the operator makes, kept within Kubernetes' length limits.
+
+use std::collections::BTreeMap;
+
+/// Label naming the experiment that made an object (value: [`label_value`] of its name).
+pub const LABEL_EXPERIMENT: &str = "concurrency.dev/experiment";
+/// Label naming the variant: [`VARIANT_CANDIDATE`] or [`VARIANT_BASELINE`].
+pub const LABEL_VARIANT: &str = "concurrency.dev/variant";
+pub const VARIANT_CANDIDATE: &str = "candidate";
+pub const VARIANT_BASELINE: &str = "baseline";
+/// The label the Deployment controller puts on each ReplicaSet's pods.
+pub const POD_TEMPLATE_HASH: &str = "pod-template-hash";
+
+/// Label values and Service names (DNS-1035 labels) are at most 63 characters.
+const MAX_LABEL: usize = 63;
+/// Pod names are `<deployment>-<hash up to 10>-<5 random>`, and the API server cuts a generated
+/// name's base at 58 characters. A candidate name of at most 46 keeps its pod names whole, so
+/// the `{{pods}}` regex stays exact and never matches the baseline's pods.
+const MAX_CANDIDATE_NAME: usize = 46;
+
+/// `<target>-candidate`, shortened with a hash of the target name when too long.
+pub fn candidate_name(target_name: &str) -> String {
+    fit_name(target_name, "-candidate", MAX_CANDIDATE_NAME)
+}
+
+/// `<service>-baseline`: the Service an HTTPRoute uses for the baseline's pods.
+pub fn baseline_service_name(service: &str) -> String {
+    fit_name(service, "-baseline", MAX_LABEL)
+}
+
+/// `<service>-candidate`: the Service an HTTPRoute uses for the candidate's pods.
+pub fn candidate_service_name(service: &str) -> String {
+    fit_name(service, "-candidate", MAX_LABEL)
+}
+
+/// A name usable as a label value (at most 63 characters).
+pub fn label_value(name: &str) -> String {
+    fit_name(name, "", MAX_LABEL)
+}
+
+/// The two operator labels for one variant of one experiment.
+pub fn variant_labels(experiment: &str, variant: &str) -> BTreeMap<String, String> {
+    BTreeMap::from([
+        (LABEL_EXPERIMENT.to_string(), label_value(experiment)),
+        (LABEL_VARIANT.to_string(), variant.to_string()),
+    ])
+}
+
+/// Anchored regex of the pod names of a Deployment, for `{{pods}}`. Dots are written as `[.]`
+/// so the regex can be pasted into a PromQL string without escaping.
+pub fn pods_regex(deployment: &str) -> String {
+    const MAX_GENERATED_BASE: usize = 58;
+    let quoted = |s: &str| s.replace('.', "[.]");
+    if deployment.len() + 12 <= MAX_GENERATED_BASE {
+        format!("^{}-[a-z0-9]{{1,10}}-[a-z0-9]{{5}}$", quoted(deployment))
+    } else if deployment.len() < MAX_GENERATED_BASE {
+        // The ReplicaSet hash (and maybe its dash) were cut off at 58 characters.
+        format!("^{}-[a-z0-9]{{0,10}}-?[a-z0-9]{{5}}$", quoted(deployment))
+    } else {
+        let base: String = deployment.chars().take(MAX_GENERATED_BASE).collect();
+        format!("^{}[a-z0-9]{{5}}$", quoted(&base))
+    }
+}
+
+/// `base + suffix` if it fits in `max`; else a cut `base`, a dash, 8 hex digits of a hash of
+/// the whole `base` (so different long names stay different), then `suffix`.
+fn fit_name(base: &str, suffix: &str, max: usize) -> String {
+    if base.len() + suffix.len() <= max {
+        return format!("{base}{suffix}");
+    }
+    let keep = max.saturating_sub(suffix.len() + 9);
+    let cut: String = base.chars().take(keep).collect();
+    let cut = cut.trim_end_matches(['-', '.']);
+    format!("{cut}-{:08x}{suffix}", fnv1a(base))
+}
+
+/// FNV-1a, 32 bits: stable across Rust releases (unlike `DefaultHasher`), so a restarted
+/// operator finds the objects it made.
+fn fnv1a(s: &str) -> u32 {
+    s.bytes().fold(0x811c_9dc5, |h: u32, b| {
+        (h ^ u32::from(b)).wrapping_mul(0x0100_0193)
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn short_names_are_kept_whole() {
+        assert_eq!(candidate_name("storefront"), "storefront-candidate");
+        assert_eq!(baseline_service_name("storefront"), "storefront-baseline");
+        assert_eq!(candidate_service_name("web"), "web-candidate");
+        assert_eq!(label_value("exp-1"), "exp-1");
+    }
+
+    #[test]
+    fn long_names_are_cut_with_a_hash_and_stay_distinct() {
+        let a = format!("{}-a", "x".repeat(60));
+        let b = format!("{}-b", "x".repeat(60));
+        let (ca, cb) = (candidate_name(&a), candidate_name(&b));
+        assert_eq!(ca.len(), MAX_CANDIDATE_NAME);
+        assert!(ca.ends_with("-candidate") && ca.starts_with("xxxx"), "{ca}");
+        assert_ne!(ca, cb);
+        assert_eq!(candidate_name(&a), ca, "stable");
+
+        let long = "s".repeat(70);
+        assert_eq!(baseline_service_name(&long).len(), 63);
+        assert_eq!(label_value(&long).len(), 63);
+        assert!(label_value(&"e".repeat(300)).len() <= 63);
+        // A cut that ends in a dash does not leave a double dash.
+        let dashy = format!("{}-{}", "d".repeat(35), "z".repeat(40));
+        assert!(
+            !candidate_name(&dashy).contains("--"),
+            "{}",
+            candidate_name(&dashy)
+        );
+    }
+
+    #[test]
+    fn pods_regex_matches_only_its_own_deployment() {
+        let matches = |deployment: &str, pod: &str| {
+            regex::Regex::new(&pods_regex(deployment))
+                .unwrap()
+                .is_match(pod)
+        };
+        assert!(matches("storefront", "storefront-7d9f8b6c5d-x2k4q"));
+        assert!(!matches(
+            "storefront",
+            "storefront-candidate-7d9f8b6c5d-x2k4q"
+        ));
+        assert!(matches(
+            "storefront-candidate",
+            "storefront-candidate-5c8d7f9b4-abcde"
+        ));
+        assert!(!matches(
+            "storefront-candidate",
+            "storefront-7d9f8b6c5d-x2k4q"
+        ));
+        assert!(matches("a.b", "a.b-5c8d7f9b4-abcde"));
+        assert!(!matches("a.b", "axb-5c8d7f9b4-abcde"));
+        // Long names: the API server cut the generated base at 58 characters.
+        let long = "p".repeat(60);
+        assert!(matches(&long, &format!("{}abcde", "p".repeat(58))));
+        let target = "t".repeat(50);
+        let pod = format!("{target}-5c8d7f9qwert");
+        assert!(matches(&target, &pod));
+        let candidate = candidate_name(&target);
+        assert!(!matches(&target, &format!("{candidate}-5c8d7f9b4-abcde")));
+    }
+}

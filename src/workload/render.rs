@@ -1,0 +1,188 @@
+//! Rendering a server config into the app container: env, command, args, resources.
+
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::core::v1::{Container, EnvVar};
+use kube::ResourceExt;
+
+use super::WorkloadError;
+use crate::api::{FalconMode, ServerConfig, ServerKind};
+
+/// Worker processes, for Puma and for Falcon's `falcon.rb` convention.
+pub const ENV_WEB_CONCURRENCY: &str = "WEB_CONCURRENCY";
+/// Threads as read by the Rails-generated `config/puma.rb` and `database.yml` (DB pool).
+pub const ENV_RAILS_MAX_THREADS: &str = "RAILS_MAX_THREADS";
+pub const ENV_PUMA_MAX_THREADS: &str = "PUMA_MAX_THREADS";
+pub const ENV_PUMA_MIN_THREADS: &str = "PUMA_MIN_THREADS";
+/// Images that pick their server by env (like the reference images) read this.
+pub const ENV_SERVER: &str = "SERVER";
+/// Variables that only mean something to a threaded server.
+const THREAD_VARS: [&str; 3] = [
+    ENV_RAILS_MAX_THREADS,
+    ENV_PUMA_MAX_THREADS,
+    ENV_PUMA_MIN_THREADS,
+];
+/// Port for Falcon's default bind when the container declares none (Rails' default).
+const DEFAULT_PORT: i32 = 3000;
+
+/// Index of the app container in the target's pod template: the one named, else the first.
+pub fn app_container_index(
+    target: &Deployment,
+    name: Option<&str>,
+) -> Result<usize, WorkloadError> {
+    let containers = target
+        .spec
+        .as_ref()
+        .and_then(|s| s.template.spec.as_ref())
+        .map(|p| p.containers.as_slice())
+        .unwrap_or_default();
+    if containers.is_empty() {
+        return Err(WorkloadError::NoContainers {
+            deployment: target.name_any(),
+        });
+    }
+    match name {
+        None => Ok(0),
+        Some(name) => containers
+            .iter()
+            .position(|c| c.name == name)
+            .ok_or_else(|| WorkloadError::ContainerNotFound {
+                name: name.to_string(),
+                deployment: target.name_any(),
+                containers: containers.iter().map(|c| c.name.clone()).collect(),
+            }),
+    }
+}
+
+/// The app container of the target (see [`app_container_index`]).
+pub fn app_container<'a>(
+    target: &'a Deployment,
+    name: Option<&str>,
+) -> Result<&'a Container, WorkloadError> {
+    let index = app_container_index(target, name)?;
+    target
+        .spec
+        .as_ref()
+        .and_then(|s| s.template.spec.as_ref())
+        .and_then(|p| p.containers.get(index))
+        .ok_or_else(|| WorkloadError::NoContainers {
+            deployment: target.name_any(),
+        })
+}
+
+/// Writes `config` into `container`. Idempotent: rendering twice gives the same container,
+/// which is how [`super::runs_config`] recognises a promoted target.
+pub fn render_server(container: &mut Container, config: &ServerConfig) {
+    let mut env = container.env.take().unwrap_or_default();
+    match config.server {
+        ServerKind::Puma => {
+            if let Some(workers) = config.workers {
+                set_env(&mut env, ENV_WEB_CONCURRENCY, workers);
+            }
+            if let Some(threads) = config.threads {
+                set_env(&mut env, ENV_RAILS_MAX_THREADS, threads);
+                set_env(&mut env, ENV_PUMA_MAX_THREADS, threads);
+            }
+            if let Some(min) = config.min_threads.or(config.threads) {
+                set_env(&mut env, ENV_PUMA_MIN_THREADS, min);
+            }
+            // A command that starts Falcon would ignore all of the above.
+            drop_command_naming(container, "falcon");
+        }
+        ServerKind::Falcon => {
+            if let Some(workers) = config.workers {
+                set_env(&mut env, ENV_WEB_CONCURRENCY, workers);
+            }
+            // Falcon runs one fiber per request; stale thread counts would only mislead (and
+            // size the DB pool by a thread count that no longer exists — set it via `env`).
+            env.retain(|v| !THREAD_VARS.contains(&v.name.as_str()));
+            match config.falcon.as_ref().map(|f| f.mode) {
+                Some(FalconMode::Host) => {
+                    set_command(container, ["falcon", "host"].map(String::from).to_vec())
+                }
+                Some(FalconMode::Serve) => {
+                    let bind = config
+                        .falcon
+                        .as_ref()
+                        .and_then(|f| f.bind.clone())
+                        .unwrap_or_else(|| format!("http://0.0.0.0:{}", first_port(container)));
+                    let mut command = vec!["falcon".to_string(), "serve".to_string()];
+                    if let Some(workers) = config.workers {
+                        command.extend(["--count".to_string(), workers.to_string()]);
+                    }
+                    command.extend(["--bind".to_string(), bind]);
+                    set_command(container, command);
+                }
+                None => drop_command_naming(container, "puma"),
+            }
+        }
+        ServerKind::Custom => {}
+    }
+    if config.server != ServerKind::Custom && env.iter().any(|v| v.name == ENV_SERVER) {
+        set_env(&mut env, ENV_SERVER, config.server);
+    }
+    if let Some(command) = &config.command {
+        container.command = Some(command.clone());
+    }
+    if let Some(args) = &config.args {
+        container.args = Some(args.clone());
+    }
+    for var in &config.env {
+        upsert_env(&mut env, var.clone());
+    }
+    container.env = (!env.is_empty()).then_some(env);
+    if let Some(resources) = &config.resources {
+        container.resources = Some(resources.clone());
+    }
+}
+
+/// Sets `name` to `value`, in place if present (first occurrence, later duplicates removed),
+/// else appended — order matters for `$(VAR)` references.
+fn set_env(env: &mut Vec<EnvVar>, name: &str, value: impl ToString) {
+    upsert_env(
+        env,
+        EnvVar {
+            name: name.to_string(),
+            value: Some(value.to_string()),
+            value_from: None,
+        },
+    );
+}
+
+fn upsert_env(env: &mut Vec<EnvVar>, var: EnvVar) {
+    match env.iter().position(|v| v.name == var.name) {
+        Some(first) => {
+            let mut index = 0;
+            env.retain(|v| {
+                let keep = index <= first || v.name != var.name;
+                index += 1;
+                keep
+            });
+            env[first] = var;
+        }
+        None => env.push(var),
+    }
+}
+
+/// The command replaces the image's entrypoint; args from the old command would be wrong.
+fn set_command(container: &mut Container, command: Vec<String>) {
+    container.command = Some(command);
+    container.args = None;
+}
+
+/// Falls back to the image's own entrypoint when the command or args start the other server.
+fn drop_command_naming(container: &mut Container, server: &str) {
+    let names = |v: &Option<Vec<String>>| v.iter().flatten().any(|s| s.contains(server));
+    if names(&container.command) || names(&container.args) {
+        container.command = None;
+        container.args = None;
+    }
+}
+
+fn first_port(container: &Container) -> i32 {
+    container
+        .ports
+        .as_ref()
+        .and_then(|p| p.first())
+        .map(|p| p.container_port)
+        .unwrap_or(DEFAULT_PORT)
+}
