@@ -43,6 +43,7 @@ pub struct RunArgs {
         default_value = "0.0.0.0:8080"
     )]
     pub metrics_addr: SocketAddr,
+    /// `text` for a terminal, `json` for a log pipeline (RUST_LOG sets the filter).
     #[arg(
         long,
         env = "CONCURRENCY_OPERATOR_LOG_FORMAT",
@@ -53,6 +54,7 @@ pub struct RunArgs {
     /// Reconcile only while holding the Lease (needed with more than one replica).
     #[arg(long, env = "CONCURRENCY_OPERATOR_LEADER_ELECTION")]
     pub leader_election: bool,
+    /// Name of the coordination.k8s.io Lease used for leader election.
     #[arg(
         long,
         env = "CONCURRENCY_OPERATOR_LEASE_NAME",
@@ -102,7 +104,9 @@ fn share(value: &str) -> Result<f64, String> {
     if (0.0..=1.0).contains(&v) {
         Ok(v)
     } else {
-        Err(format!("{value:?} must be between 0 and 1 (or 0% and 100%)"))
+        Err(format!(
+            "{value:?} must be between 0 and 1 (or 0% and 100%)"
+        ))
     }
 }
 

@@ -7,7 +7,8 @@ use concurrency_operator::cli::{Cli, Command, RecommendArgs, RunArgs};
 use concurrency_operator::controller::{self, RunConfig, Settings};
 use concurrency_operator::leader::{LeaderConfig, LeaderElection};
 use concurrency_operator::telemetry::{
-    cancel_on_signal, init_logging, CancellationToken, Metrics, Readiness, TelemetryServer,
+    cancel_on_signal, init_logging, install_crypto_provider, CancellationToken, Metrics, Readiness,
+    TelemetryServer,
 };
 use concurrency_operator::{analysis, api};
 
@@ -42,6 +43,7 @@ fn recommend(args: &RecommendArgs) -> anyhow::Result<()> {
 }
 
 async fn run(args: RunArgs) -> anyhow::Result<()> {
+    install_crypto_provider();
     init_logging(args.log_format, "info").context("setting up logging")?;
     let client = kube::Client::try_default()
         .await

@@ -119,15 +119,18 @@ impl<'a> Actor<'a> {
     }
 
     fn user_service(&self) -> Result<&'a Service> {
-        self.fetched
-            .service
-            .as_ref()
-            .ok_or_else(|| self.route_error("the Service it sends the target's traffic to was not found"))
+        self.fetched.service.as_ref().ok_or_else(|| {
+            self.route_error("the Service it sends the target's traffic to was not found")
+        })
     }
 
     fn candidate_service(&self) -> Result<Service> {
         let target = self.target("create the candidate Service")?;
-        Ok(traffic::candidate_service(self.user_service()?, target, self.exp)?)
+        Ok(traffic::candidate_service(
+            self.user_service()?,
+            target,
+            self.exp,
+        )?)
     }
 
     fn baseline_service(&self) -> Result<Service> {
@@ -135,7 +138,12 @@ impl<'a> Actor<'a> {
         let hash = self.fetched.baseline_hash.as_deref().ok_or_else(|| {
             self.route_error("the target's current ReplicaSet (pod-template-hash) was not found")
         })?;
-        Ok(traffic::baseline_service(self.user_service()?, target, self.exp, hash)?)
+        Ok(traffic::baseline_service(
+            self.user_service()?,
+            target,
+            self.exp,
+            hash,
+        )?)
     }
 
     async fn scale_target(&self, replicas: i32) -> Result<()> {

@@ -81,6 +81,38 @@ pub fn target(replicas: i32, ready: i32) -> Deployment {
     .unwrap()
 }
 
+/// The experiment with the gatewayAPI router on HTTPRoute `storefront`.
+pub fn gateway_experiment() -> ConcurrencyExperiment {
+    let mut exp = with_finalizer(experiment());
+    exp.spec.traffic =
+        serde_json::from_value(json!({"router": "gatewayAPI", "httpRoute": "storefront"})).unwrap();
+    exp
+}
+
+/// The route, the user's Service and the target's current ReplicaSet, stored in `fake`.
+pub fn gateway_objects(fake: FakeApi) -> FakeApi {
+    fake.with(ROUTE, json!({
+        "apiVersion": "gateway.networking.k8s.io/v1", "kind": "HTTPRoute",
+        "metadata": {"name": "storefront", "namespace": NS, "resourceVersion": "50"},
+        "spec": {"parentRefs": [{"name": "gw"}], "rules": [{"backendRefs": [{"name": "storefront", "port": 80}]}]},
+    }))
+    .with(&format!("{SERVICES}/storefront"), json!({
+        "apiVersion": "v1", "kind": "Service",
+        "metadata": {"name": "storefront", "namespace": NS},
+        "spec": {"selector": {"app": "storefront"}, "ports": [{"port": 80, "targetPort": 3000}]},
+    }))
+    .with(&format!("{REPLICA_SETS}/storefront-7d9f8b6c5d"), json!({
+        "apiVersion": "apps/v1", "kind": "ReplicaSet",
+        "metadata": {
+            "name": "storefront-7d9f8b6c5d", "namespace": NS,
+            "labels": {"app": "storefront", "pod-template-hash": "7d9f8b6c5d"},
+            "annotations": {"deployment.kubernetes.io/revision": "2"},
+            "ownerReferences": [{"apiVersion": "apps/v1", "kind": "Deployment", "name": "storefront",
+                                 "uid": TARGET_UID, "controller": true}],
+        },
+    }))
+}
+
 /// One request as the fake API server saw it.
 #[derive(Clone, Debug)]
 pub struct Call {
@@ -100,7 +132,11 @@ impl Call {
     /// The query parameters, sorted.
     pub fn query(&self) -> Vec<String> {
         let q = self.uri.split_once('?').map(|(_, q)| q).unwrap_or_default();
-        let mut params: Vec<String> = q.split('&').filter(|p| !p.is_empty()).map(String::from).collect();
+        let mut params: Vec<String> = q
+            .split('&')
+            .filter(|p| !p.is_empty())
+            .map(String::from)
+            .collect();
         params.sort();
         params
     }
@@ -131,6 +167,11 @@ pub const EXP: &str =
     "/apis/concurrency.dev/v1alpha1/namespaces/shop/concurrencyexperiments/storefront-puma-4";
 pub const TARGET: &str = "/apis/apps/v1/namespaces/shop/deployments/storefront";
 pub const CANDIDATE: &str = "/apis/apps/v1/namespaces/shop/deployments/storefront-candidate";
+pub const ROUTE: &str = "/apis/gateway.networking.k8s.io/v1/namespaces/shop/httproutes/storefront";
+pub const SERVICES: &str = "/api/v1/namespaces/shop/services";
+pub const REPLICA_SETS: &str = "/apis/apps/v1/namespaces/shop/replicasets";
+/// Collections the fake answers LIST calls for.
+const LISTED: [&str; 2] = ["services", "replicasets"];
 pub const EVENTS: &str = "/apis/events.k8s.io/v1/namespaces/shop/events";
 
 impl FakeApi {
@@ -211,9 +252,8 @@ impl FakeApi {
         let body: Value = if bytes.is_empty() {
             Value::Null
         } else {
-            serde_json::from_slice(&bytes).unwrap_or(Value::String(
-                String::from_utf8_lossy(&bytes).into_owned(),
-            ))
+            serde_json::from_slice(&bytes)
+                .unwrap_or(Value::String(String::from_utf8_lossy(&bytes).into_owned()))
         };
         self.calls.lock().unwrap().push(Call {
             method: method.clone(),
@@ -227,10 +267,23 @@ impl FakeApi {
         match method.as_str() {
             "GET" => match objects.get(&key) {
                 Some(obj) => json_response(StatusCode::OK, obj),
+                None if LISTED.iter().any(|r| key.ends_with(&format!("/{r}"))) => {
+                    // A list: every stored object directly under the collection path.
+                    let prefix = format!("{key}/");
+                    let items: Vec<&Value> = objects
+                        .iter()
+                        .filter(|(k, _)| k.strip_prefix(&prefix).is_some_and(|n| !n.contains('/')))
+                        .map(|(_, v)| v)
+                        .collect();
+                    json_response(StatusCode::OK, &json!({"metadata": {}, "items": items}))
+                }
                 None => status_response(StatusCode::NOT_FOUND, "NotFound", &path),
             },
             "DELETE" => match objects.remove(&key) {
-                Some(_) => json_response(StatusCode::OK, &json!({"kind": "Status", "status": "Success"})),
+                Some(_) => json_response(
+                    StatusCode::OK,
+                    &json!({"kind": "Status", "status": "Success"}),
+                ),
                 None => status_response(StatusCode::NOT_FOUND, "NotFound", &path),
             },
             "POST" => json_response(StatusCode::CREATED, &body),
@@ -257,7 +310,9 @@ impl FakeApi {
                     json_patch::merge(&mut obj, &body);
                 }
                 // Every write is a new resourceVersion, as on a real API server.
-                let version = self.version.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                let version = self
+                    .version
+                    .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
                 if let Some(meta) = obj.get_mut("metadata").and_then(Value::as_object_mut) {
                     meta.insert("resourceVersion".into(), json!(version.to_string()));
                 }

@@ -11,9 +11,7 @@ use serde_json::Value;
 use std::sync::Arc;
 
 use super::error::{is_not_found, Error, Result};
-use crate::api::{
-    ConcurrencyExperiment, Router, ANNOTATION_ABORT, ANNOTATION_APPROVE,
-};
+use crate::api::{ConcurrencyExperiment, Router, ANNOTATION_ABORT, ANNOTATION_APPROVE};
 use crate::plan::{Observations, TargetState};
 use crate::traffic::{self, percent};
 use crate::workload;
@@ -38,6 +36,8 @@ pub struct Fetched {
     /// gatewayAPI only: `pod-template-hash` of the target's current ReplicaSet, which the
     /// baseline Service pins so it never selects candidate pods.
     pub baseline_hash: Option<String>,
+    /// gatewayAPI only: why the user's Service could not be determined.
+    pub service_error: Option<String>,
     /// Other experiments in the namespace (from the controller's cache).
     pub rivals: Vec<String>,
 }
@@ -60,9 +60,12 @@ pub async fn fetch(
     let deployments: Api<Deployment> = Api::namespaced(client.clone(), &ns);
     let target_name = &exp.spec.target_ref.name;
     let target = optional(deployments.get(target_name).await)?;
-    let candidate =
-        optional(deployments.get(&workload::candidate_name(target_name)).await)?;
-    let (mut route, mut service, mut baseline_hash) = (None, None, None);
+    let candidate = optional(
+        deployments
+            .get(&workload::candidate_name(target_name))
+            .await,
+    )?;
+    let (mut route, mut service, mut baseline_hash, mut service_error) = (None, None, None, None);
     if exp.spec.traffic.router == Router::GatewayApi {
         if let Some(name) = &exp.spec.traffic.http_route {
             let routes: Api<DynamicObject> =
@@ -74,14 +77,16 @@ pub async fn fetch(
                 })?);
             }
         }
-        if let Some(name) = route
-            .as_ref()
-            .and_then(|r| route_service(r, exp.spec.traffic.service.as_deref()))
-        {
-            let services: Api<Service> = Api::namespaced(client.clone(), &ns);
-            service = optional(services.get(&name).await)?;
-        }
         if let Some(t) = &target {
+            let services: Api<Service> = Api::namespaced(client.clone(), &ns);
+            let services = services.list(&ListParams::default()).await?.items;
+            // Once split, the route names the operator's variant Services, not the user's:
+            // then the user's Service is found by its selector alone.
+            let route_for_match = route.as_ref().filter(|r| !split_by(exp, r, &services));
+            match traffic::target_service(t, &exp.spec.traffic, &services, route_for_match) {
+                Ok(s) => service = Some(s.clone()),
+                Err(e) => service_error = Some(e.to_string()),
+            }
             baseline_hash = baseline_pod_template_hash(client, t).await?;
         }
     }
@@ -91,6 +96,7 @@ pub async fn fetch(
         route,
         service,
         baseline_hash,
+        service_error,
         rivals: rivals(experiments, exp),
     })
 }
@@ -131,20 +137,17 @@ pub async fn baseline_pod_template_hash(
     let list = replica_sets
         .list(&ListParams::default().labels(&selector))
         .await?;
-    Ok(current_hash(target, &list.items))
+    Ok(traffic::current_pod_template_hash(target, &list.items))
 }
 
-const REVISION: &str = "deployment.kubernetes.io/revision";
-
-/// The hash of the ReplicaSet owned by `target` at the target's current revision.
-pub fn current_hash(target: &Deployment, replica_sets: &[ReplicaSet]) -> Option<String> {
-    let uid = target.uid()?;
-    let revision = target.annotations().get(REVISION)?;
-    replica_sets
-        .iter()
-        .filter(|rs| rs.owner_references().iter().any(|o| o.uid == uid))
-        .find(|rs| rs.annotations().get(REVISION) == Some(revision))
-        .and_then(|rs| rs.labels().get(workload::POD_TEMPLATE_HASH).cloned())
+/// True when the route already sends traffic to a Service this experiment made.
+fn split_by(exp: &ConcurrencyExperiment, route: &Value, services: &[Service]) -> bool {
+    let ours = workload::label_value(&exp.name_any());
+    let in_route = traffic::route_services(route);
+    services.iter().any(|s| {
+        s.labels().get(workload::LABEL_EXPERIMENT) == Some(&ours)
+            && in_route.contains(&s.name_any())
+    })
 }
 
 fn flag(exp: &ConcurrencyExperiment, annotation: &str) -> bool {
@@ -169,51 +172,17 @@ pub fn spec_error(exp: &ConcurrencyExperiment, fetched: &Fetched) -> Option<Stri
         return Some(e.to_string());
     }
     if exp.spec.traffic.router == Router::GatewayApi {
-        if let Some(route) = &fetched.route {
-            if route_service(route, exp.spec.traffic.service.as_deref()).is_none() {
-                return Some(format!(
-                    "spec.traffic.httpRoute: HTTPRoute {} has no backendRef to {}",
-                    exp.spec.traffic.http_route.as_deref().unwrap_or_default(),
-                    exp.spec.traffic.service.as_deref().unwrap_or("a Service")
-                ));
-            }
-        } else if let Some(name) = &exp.spec.traffic.http_route {
-            return Some(format!("spec.traffic.httpRoute: HTTPRoute {name} not found"));
+        if fetched.route.is_none() {
+            let name = exp.spec.traffic.http_route.as_deref().unwrap_or_default();
+            return Some(format!(
+                "spec.traffic.httpRoute: HTTPRoute {name} not found"
+            ));
+        }
+        if let Some(e) = &fetched.service_error {
+            return Some(e.clone());
         }
     }
     None
-}
-
-/// The Service the route sends the target's traffic to: the configured one if the route uses
-/// it (directly or, once split, through its variant Services), else the first plain Service
-/// backendRef, else the one behind a `-baseline` variant (a route the operator already split).
-pub fn route_service(route: &Value, configured: Option<&str>) -> Option<String> {
-    let names: Vec<String> = route
-        .pointer("/spec/rules")
-        .and_then(Value::as_array)
-        .into_iter()
-        .flatten()
-        .filter_map(|rule| rule.get("backendRefs").and_then(Value::as_array))
-        .flatten()
-        .filter(|r| r.get("kind").and_then(Value::as_str).unwrap_or("Service") == "Service")
-        .filter_map(|r| r.get("name").and_then(Value::as_str).map(String::from))
-        .collect();
-    let variant = |n: &str| n.ends_with("-baseline") || n.ends_with("-candidate");
-    match configured {
-        Some(c) => names
-            .iter()
-            .any(|n| {
-                n == c
-                    || *n == workload::baseline_service_name(c)
-                    || *n == workload::candidate_service_name(c)
-            })
-            .then(|| c.to_string()),
-        None => names.iter().find(|n| !variant(n)).cloned().or_else(|| {
-            names
-                .iter()
-                .find_map(|n| n.strip_suffix("-baseline").map(String::from))
-        }),
-    }
 }
 
 /// The traffic share the candidate really gets now.
@@ -329,7 +298,10 @@ mod tests {
         .unwrap()]);
         let err = spec_error(&experiment(), &fetched(Some(t))).unwrap();
         assert!(err.contains("matchExpressions"), "{err}");
-        assert_eq!(spec_error(&experiment(), &fetched(Some(target(6, 6)))), None);
+        assert_eq!(
+            spec_error(&experiment(), &fetched(Some(target(6, 6)))),
+            None
+        );
     }
 
     #[test]
@@ -337,9 +309,10 @@ mod tests {
         let first = experiment();
         let mut later = experiment();
         later.metadata.name = Some("later".into());
-        later.metadata.creation_timestamp = Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
-            "2026-11-30T02:00:00Z".parse().unwrap(),
-        ));
+        later.metadata.creation_timestamp =
+            Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+                "2026-11-30T02:00:00Z".parse().unwrap(),
+            ));
         let all = [Arc::new(first.clone()), Arc::new(later.clone())];
         assert_eq!(rivals(&all, &later), ["storefront-puma-4"]);
         assert!(rivals(&all, &first).is_empty());
@@ -350,41 +323,5 @@ mod tests {
             ..Default::default()
         });
         assert!(rivals(&[Arc::new(finished)], &later).is_empty());
-    }
-
-    #[test]
-    fn the_route_service_is_found_before_and_after_the_split() {
-        let route = |refs: serde_json::Value| json!({"spec": {"rules": [{"backendRefs": refs}]}});
-        let plain = route(json!([{"name": "storefront", "port": 80}]));
-        assert_eq!(route_service(&plain, None).as_deref(), Some("storefront"));
-        assert_eq!(route_service(&plain, Some("storefront")).as_deref(), Some("storefront"));
-        assert_eq!(route_service(&plain, Some("other")), None);
-        let split = route(json!([
-            {"name": "storefront-baseline", "port": 80, "weight": 70},
-            {"name": "storefront-candidate", "port": 80, "weight": 30},
-        ]));
-        assert_eq!(route_service(&split, None).as_deref(), Some("storefront"));
-        assert_eq!(route_service(&split, Some("storefront")).as_deref(), Some("storefront"));
-    }
-
-    #[test]
-    fn the_current_replica_set_gives_the_baseline_hash() {
-        let t = target(6, 6);
-        let rs = |hash: &str, revision: &str, owner: &str| -> ReplicaSet {
-            serde_json::from_value(json!({
-                "metadata": {
-                    "name": format!("storefront-{hash}"),
-                    "labels": {"app": "storefront", "pod-template-hash": hash},
-                    "annotations": {"deployment.kubernetes.io/revision": revision},
-                    "ownerReferences": [{"apiVersion": "apps/v1", "kind": "Deployment",
-                                         "name": "storefront", "uid": owner}],
-                },
-            }))
-            .unwrap()
-        };
-        let uid = crate::controller::fixtures::TARGET_UID;
-        let sets = [rs("old1", "1", uid), rs("cur2", "2", uid), rs("alien", "2", "someone-else")];
-        assert_eq!(current_hash(&t, &sets).as_deref(), Some("cur2"));
-        assert_eq!(current_hash(&t, &sets[..1]), None);
     }
 }

@@ -17,8 +17,8 @@ use super::status::{self, Written};
 use crate::api::{
     ConcurrencyExperiment, ConcurrencyExperimentStatus, DecisionAction, Phase, Router,
 };
-use crate::{traffic, workload};
 use crate::plan::{self, Step};
+use crate::{traffic, workload};
 
 /// Entry point for the controller: times the reconcile, records errors as metric and Event.
 pub async fn reconcile(exp: Arc<ConcurrencyExperiment>, ctx: Arc<Context>) -> Result<Requeue> {
@@ -82,7 +82,10 @@ async fn reconcile_inner(exp: &ConcurrencyExperiment, ctx: &Context) -> Result<R
     let mut observations = observe::observations(exp, &fetched, now);
     let current = exp.status.clone().unwrap_or_default();
 
-    if !deleting && observations.spec_error.is_none() && plan::analysis_due(&exp.spec, &current, now) {
+    if !deleting
+        && observations.spec_error.is_none()
+        && plan::analysis_due(&exp.spec, &current, now)
+    {
         let weight = observations.effective_weight;
         observations.analysis =
             super::analyse::run(ctx, exp, &fetched, &current, weight, now).await?;
@@ -195,7 +198,10 @@ fn record_metrics(
 
 /// JSON patch with a `test` of the current list, so two writers never lose each other's
 /// finalizers (a failed test is a 422 and the reconcile retries from a fresh read).
-async fn add_finalizer(api: &Api<ConcurrencyExperiment>, exp: &ConcurrencyExperiment) -> Result<()> {
+async fn add_finalizer(
+    api: &Api<ConcurrencyExperiment>,
+    exp: &ConcurrencyExperiment,
+) -> Result<()> {
     let patch = match &exp.meta().finalizers {
         None => json!([
             {"op": "test", "path": "/metadata/finalizers", "value": null},

@@ -72,7 +72,7 @@ pub fn status_patch(
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Written {
     Unchanged,
-    Written,
+    Saved,
     /// The stored status changed under us; the decision was dropped.
     Superseded,
 }
@@ -97,7 +97,7 @@ pub async fn write(
             .patch_status(&name, &params, &Patch::Merge(&patch))
             .await
         {
-            Ok(_) => return Ok(Written::Written),
+            Ok(_) => return Ok(Written::Saved),
             Err(e) if is_conflict(&e) => {
                 let fresh = api.get(&name).await?;
                 if fresh.status != exp.status {

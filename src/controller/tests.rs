@@ -10,7 +10,6 @@ use super::fixtures::*;
 use super::reconcile::reconcile;
 use crate::api::{ConcurrencyExperiment, Phase, ANNOTATION_ABORT};
 
-
 /// One reconcile of the experiment as currently stored in the fake.
 async fn reconcile_stored(fake: &FakeApi) -> Result<Requeue, super::Error> {
     let exp: ConcurrencyExperiment = fake.get(EXP).expect("experiment stored");
@@ -31,10 +30,13 @@ fn set_ready(fake: &FakeApi, path: &str, ready: i32) {
     let replicas = d.spec.as_ref().and_then(|s| s.replicas).unwrap_or(1);
     let generation = d.metadata.generation.unwrap_or(1);
     d.metadata.generation = Some(generation);
-    d.status = Some(serde_json::from_value(json!({
-        "observedGeneration": generation, "replicas": replicas, "updatedReplicas": replicas,
-        "readyReplicas": ready, "availableReplicas": ready,
-    })).unwrap());
+    d.status = Some(
+        serde_json::from_value(json!({
+            "observedGeneration": generation, "replicas": replicas, "updatedReplicas": replicas,
+            "readyReplicas": ready, "availableReplicas": ready,
+        }))
+        .unwrap(),
+    );
     fake.put(path, d);
 }
 
@@ -47,7 +49,10 @@ async fn first_reconcile_only_adds_the_finalizer() {
     assert_eq!(requeue, Requeue::await_change());
     assert_eq!(fake.lines(), [format!("PATCH {EXP}")]);
     let call = &fake.calls()[0];
-    assert_eq!(call.content_type.as_deref(), Some("application/json-patch+json"));
+    assert_eq!(
+        call.content_type.as_deref(),
+        Some("application/json-patch+json")
+    );
     assert_eq!(
         call.body,
         json!([
@@ -56,7 +61,10 @@ async fn first_reconcile_only_adds_the_finalizer() {
         ])
     );
     let stored: ConcurrencyExperiment = fake.get(EXP).unwrap();
-    assert_eq!(stored.metadata.finalizers.unwrap(), ["concurrency.dev/restore-baseline"]);
+    assert_eq!(
+        stored.metadata.finalizers.unwrap(),
+        ["concurrency.dev/restore-baseline"]
+    );
 }
 
 #[tokio::test]
@@ -75,9 +83,18 @@ async fn pending_experiment_applies_the_candidate_after_recording_status() {
         ]
     );
     let calls = fake.calls();
-    let apply = calls.iter().find(|c| c.line() == format!("PATCH {CANDIDATE}")).unwrap();
-    assert_eq!(apply.query(), ["fieldManager=concurrency-operator", "force=true"]);
-    assert_eq!(apply.content_type.as_deref(), Some("application/apply-patch+yaml"));
+    let apply = calls
+        .iter()
+        .find(|c| c.line() == format!("PATCH {CANDIDATE}"))
+        .unwrap();
+    assert_eq!(
+        apply.query(),
+        ["fieldManager=concurrency-operator", "force=true"]
+    );
+    assert_eq!(
+        apply.content_type.as_deref(),
+        Some("application/apply-patch+yaml")
+    );
     assert_eq!(
         apply.body["metadata"]["ownerReferences"],
         json!([{
@@ -89,13 +106,24 @@ async fn pending_experiment_applies_the_candidate_after_recording_status() {
     // Stage 1 of 30% on 6 pods: 2 candidate pods running puma 2×4.
     assert_eq!(apply.body["spec"]["replicas"], json!(2));
     let env = &apply.body["spec"]["template"]["spec"]["containers"][0]["env"];
-    assert!(env.as_array().unwrap().contains(&json!({"name": "RAILS_MAX_THREADS", "value": "4"})), "{env}");
+    assert!(
+        env.as_array()
+            .unwrap()
+            .contains(&json!({"name": "RAILS_MAX_THREADS", "value": "4"})),
+        "{env}"
+    );
     // The target is the user's: untouched until the candidate is ready.
     assert!(!fake.lines().contains(&format!("PATCH {TARGET}")));
     assert_eq!(fake.event_reasons(), ["Started"]);
 
-    let status = &calls.iter().find(|c| c.line() == format!("PATCH {EXP}/status")).unwrap();
-    assert_eq!(status.content_type.as_deref(), Some("application/merge-patch+json"));
+    let status = &calls
+        .iter()
+        .find(|c| c.line() == format!("PATCH {EXP}/status"))
+        .unwrap();
+    assert_eq!(
+        status.content_type.as_deref(),
+        Some("application/merge-patch+json")
+    );
     assert_eq!(status.body["metadata"]["resourceVersion"], json!("100"));
     let s = &status.body["status"];
     assert_eq!(s["phase"], json!("Progressing"));
@@ -114,8 +142,19 @@ async fn a_rollback_restores_the_target_before_deleting_the_candidate() {
     reconcile_stored(&fake).await.unwrap();
     set_ready(&fake, CANDIDATE, 2);
     reconcile_stored(&fake).await.unwrap();
-    assert!(fake.lines().contains(&format!("PATCH {TARGET}")), "{:?}", fake.lines());
-    assert_eq!(fake.get::<Deployment>(TARGET).unwrap().spec.unwrap().replicas, Some(4));
+    assert!(
+        fake.lines().contains(&format!("PATCH {TARGET}")),
+        "{:?}",
+        fake.lines()
+    );
+    assert_eq!(
+        fake.get::<Deployment>(TARGET)
+            .unwrap()
+            .spec
+            .unwrap()
+            .replicas,
+        Some(4)
+    );
     set_ready(&fake, TARGET, 4);
     reconcile_stored(&fake).await.unwrap();
     assert_eq!(stored_phase(&fake), Phase::Progressing);
@@ -127,16 +166,31 @@ async fn a_rollback_restores_the_target_before_deleting_the_candidate() {
     fake.clear_calls();
     reconcile_stored(&fake).await.unwrap();
     assert_eq!(stored_phase(&fake), Phase::RollingBack);
-    let target_patch = fake.calls().into_iter().find(|c| c.line() == format!("PATCH {TARGET}")).unwrap();
-    assert_eq!(target_patch.content_type.as_deref(), Some("application/merge-patch+json"));
+    let target_patch = fake
+        .calls()
+        .into_iter()
+        .find(|c| c.line() == format!("PATCH {TARGET}"))
+        .unwrap();
+    assert_eq!(
+        target_patch.content_type.as_deref(),
+        Some("application/merge-patch+json")
+    );
     assert_eq!(target_patch.body, json!({"spec": {"replicas": 6}}));
     // Capacity first: the candidate stays until the baseline is ready at full size.
-    assert!(!fake.lines().iter().any(|l| l.starts_with("DELETE")), "{:?}", fake.lines());
+    assert!(
+        !fake.lines().iter().any(|l| l.starts_with("DELETE")),
+        "{:?}",
+        fake.lines()
+    );
 
     set_ready(&fake, TARGET, 6);
     fake.clear_calls();
     reconcile_stored(&fake).await.unwrap();
-    let delete = fake.calls().into_iter().find(|c| c.method == "DELETE").unwrap();
+    let delete = fake
+        .calls()
+        .into_iter()
+        .find(|c| c.method == "DELETE")
+        .unwrap();
     assert_eq!(delete.line(), format!("DELETE {CANDIDATE}"));
     assert_eq!(delete.body["propagationPolicy"], json!("Background"));
     assert!(fake.get::<Deployment>(CANDIDATE).is_none());
@@ -162,9 +216,18 @@ async fn a_status_conflict_from_a_spec_edit_is_retried_on_a_fresh_read() {
     let lines = fake.lines();
     assert_eq!(
         lines[2..5],
-        [format!("PATCH {EXP}/status"), format!("GET {EXP}"), format!("PATCH {EXP}/status")]
+        [
+            format!("PATCH {EXP}/status"),
+            format!("GET {EXP}"),
+            format!("PATCH {EXP}/status")
+        ]
     );
-    let retried = &fake.calls().into_iter().filter(|c| c.line() == format!("PATCH {EXP}/status")).nth(1).unwrap();
+    let retried = &fake
+        .calls()
+        .into_iter()
+        .filter(|c| c.line() == format!("PATCH {EXP}/status"))
+        .nth(1)
+        .unwrap();
     assert_eq!(retried.body["metadata"]["resourceVersion"], json!("101"));
     assert_eq!(stored_phase(&fake), Phase::Progressing);
     assert!(lines.contains(&format!("PATCH {CANDIDATE}")));
@@ -186,8 +249,15 @@ async fn a_decision_from_a_stale_status_is_dropped_not_acted_on() {
     let (ctx, server) = fake.context(std::slice::from_ref(&exp));
     let requeue = reconcile(Arc::new(exp), ctx).await.unwrap();
     server.abort();
-    assert_eq!(requeue, Requeue::requeue(std::time::Duration::from_millis(500)));
-    assert!(!fake.lines().contains(&format!("PATCH {CANDIDATE}")), "{:?}", fake.lines());
+    assert_eq!(
+        requeue,
+        Requeue::requeue(std::time::Duration::from_millis(500))
+    );
+    assert!(
+        !fake.lines().contains(&format!("PATCH {CANDIDATE}")),
+        "{:?}",
+        fake.lines()
+    );
     assert!(fake.event_reasons().is_empty());
 }
 
@@ -202,19 +272,35 @@ async fn deleting_mid_flight_restores_the_baseline_then_releases_the_finalizer()
     set_ready(&fake, TARGET, 4);
 
     let mut exp: ConcurrencyExperiment = fake.get(EXP).unwrap();
-    exp.metadata.deletion_timestamp = Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(jiff::Timestamp::now()));
+    exp.metadata.deletion_timestamp = Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+        jiff::Timestamp::now(),
+    ));
     fake.put(EXP, exp);
     fake.clear_calls();
     reconcile_stored(&fake).await.unwrap();
     assert!(fake.lines().contains(&format!("PATCH {TARGET}")));
-    let finalizers = |f: &FakeApi| f.get::<ConcurrencyExperiment>(EXP).unwrap().metadata.finalizers;
-    assert_eq!(finalizers(&fake).unwrap().len(), 1, "held while the baseline is short");
+    let finalizers = |f: &FakeApi| {
+        f.get::<ConcurrencyExperiment>(EXP)
+            .unwrap()
+            .metadata
+            .finalizers
+    };
+    assert_eq!(
+        finalizers(&fake).unwrap().len(),
+        1,
+        "held while the baseline is short"
+    );
 
     set_ready(&fake, TARGET, 6);
     reconcile_stored(&fake).await.unwrap();
     assert!(fake.get::<Deployment>(CANDIDATE).is_none());
     reconcile_stored(&fake).await.unwrap();
-    let last = fake.calls().into_iter().rev().find(|c| c.method == "PATCH").unwrap();
+    let last = fake
+        .calls()
+        .into_iter()
+        .rev()
+        .find(|c| c.method == "PATCH")
+        .unwrap();
     assert_eq!(last.line(), format!("PATCH {EXP}"));
     assert_eq!(
         last.body,
@@ -239,14 +325,134 @@ async fn a_second_experiment_on_the_same_target_is_invalid_and_touches_nothing()
     .unwrap();
     second.metadata.resource_version = Some("7".into());
     let path = EXP.replace("storefront-puma-4", "storefront-falcon");
-    let fake = FakeApi::default().with(&path, &second).with(TARGET, target(6, 6));
+    let fake = FakeApi::default()
+        .with(&path, &second)
+        .with(TARGET, target(6, 6));
     let (ctx, server) = fake.context(&[first, second.clone()]);
     reconcile(Arc::new(second), ctx).await.unwrap();
     server.abort();
     let stored: ConcurrencyExperiment = fake.get(&path).unwrap();
     let status = stored.status.unwrap();
     assert_eq!(status.phase, Phase::Invalid);
-    assert!(status.message.unwrap().contains("storefront-puma-4 already targets"));
-    assert!(fake.lines().iter().all(|l| !l.contains("deployments/storefront-candidate") || l.starts_with("GET")));
+    assert!(status
+        .message
+        .unwrap()
+        .contains("storefront-puma-4 already targets"));
+    assert!(fake
+        .lines()
+        .iter()
+        .all(|l| !l.contains("deployments/storefront-candidate") || l.starts_with("GET")));
     assert_eq!(fake.event_reasons(), ["Invalid"]);
+}
+
+#[tokio::test]
+async fn gateway_router_saves_the_route_shifts_weights_and_restores_it() {
+    let fake = gateway_objects(
+        FakeApi::default()
+            .with(EXP, gateway_experiment())
+            .with(TARGET, target(6, 6)),
+    );
+    reconcile_stored(&fake).await.unwrap();
+    let candidate_svc = format!("{SERVICES}/storefront-candidate");
+    let baseline_svc = format!("{SERVICES}/storefront-baseline");
+    assert_eq!(
+        fake.lines(),
+        [
+            format!("GET {TARGET}"),
+            format!("GET {CANDIDATE}"),
+            format!("GET {ROUTE}"),
+            format!("GET {SERVICES}"),
+            format!("GET {REPLICA_SETS}"),
+            format!("PATCH {EXP}/status"),
+            format!("PATCH {CANDIDATE}"),
+            format!("PATCH {candidate_svc}"),
+        ]
+    );
+    let exp: ConcurrencyExperiment = fake.get(EXP).unwrap();
+    let original = exp.status.unwrap().original.unwrap();
+    assert_eq!(original.replicas, 6);
+    assert_eq!(
+        original.route_backend_refs.as_deref(),
+        Some(r#"[[{"name":"storefront","port":80}]]"#)
+    );
+
+    // Candidate ready: both variant Services, then the route split 70/30.
+    set_ready(&fake, CANDIDATE, 2);
+    fake.clear_calls();
+    reconcile_stored(&fake).await.unwrap();
+    let calls = fake.calls();
+    let writes: Vec<String> = calls
+        .iter()
+        .filter(|c| c.method == "PATCH")
+        .map(|c| c.line())
+        .collect();
+    assert_eq!(
+        writes,
+        [
+            format!("PATCH {EXP}/status"),
+            format!("PATCH {baseline_svc}"),
+            format!("PATCH {candidate_svc}"),
+            format!("PATCH {ROUTE}")
+        ]
+    );
+    let baseline = calls
+        .iter()
+        .find(|c| c.line() == format!("PATCH {baseline_svc}"))
+        .unwrap();
+    assert_eq!(
+        baseline.body["spec"]["selector"]["pod-template-hash"],
+        json!("7d9f8b6c5d")
+    );
+    let route = calls
+        .iter()
+        .find(|c| c.line() == format!("PATCH {ROUTE}"))
+        .unwrap();
+    assert_eq!(
+        route.content_type.as_deref(),
+        Some("application/merge-patch+json")
+    );
+    assert_eq!(route.body["metadata"]["resourceVersion"], json!("50"));
+    assert_eq!(
+        route.body["spec"]["rules"][0]["backendRefs"],
+        json!([
+            {"name": "storefront-baseline", "port": 80, "weight": 70},
+            {"name": "storefront-candidate", "port": 80, "weight": 30},
+        ])
+    );
+    // The target keeps all its pods: the route, not the replica count, splits traffic.
+    assert!(!fake.lines().contains(&format!("PATCH {TARGET}")));
+
+    // Abort: the route goes back first; the candidate and Services go once it has.
+    let mut exp: ConcurrencyExperiment = fake.get(EXP).unwrap();
+    exp.spec.abort = true;
+    fake.put(EXP, exp);
+    fake.clear_calls();
+    reconcile_stored(&fake).await.unwrap();
+    let restore = fake
+        .calls()
+        .into_iter()
+        .find(|c| c.line() == format!("PATCH {ROUTE}"))
+        .unwrap();
+    assert_eq!(
+        restore.body["spec"]["rules"][0]["backendRefs"],
+        json!([{"name": "storefront", "port": 80}])
+    );
+    assert!(!fake.lines().iter().any(|l| l.starts_with("DELETE")));
+    fake.clear_calls();
+    reconcile_stored(&fake).await.unwrap();
+    let deletes: Vec<String> = fake
+        .lines()
+        .into_iter()
+        .filter(|l| l.starts_with("DELETE"))
+        .collect();
+    assert_eq!(
+        deletes,
+        [
+            format!("DELETE {CANDIDATE}"),
+            format!("DELETE {candidate_svc}"),
+            format!("DELETE {baseline_svc}")
+        ]
+    );
+    reconcile_stored(&fake).await.unwrap();
+    assert_eq!(stored_phase(&fake), Phase::RolledBack);
 }
