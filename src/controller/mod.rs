@@ -5,6 +5,7 @@ mod act;
 mod analyse;
 mod context;
 mod error;
+mod experiments;
 mod observe;
 mod reconcile;
 mod status;
@@ -135,16 +136,12 @@ fn controller(
     namespace: Option<&str>,
     stop: CancellationToken,
 ) -> Controller<ConcurrencyExperiment> {
-    let (experiments, deployments): (Api<ConcurrencyExperiment>, Api<Deployment>) = match namespace
-    {
-        Some(ns) => (
-            Api::namespaced(client.clone(), ns),
-            Api::namespaced(client.clone(), ns),
-        ),
-        None => (Api::all(client.clone()), Api::all(client.clone())),
+    let deployments: Api<Deployment> = match namespace {
+        Some(ns) => Api::namespaced(client.clone(), ns),
+        None => Api::all(client.clone()),
     };
-    let controller = Controller::new(experiments, watcher::Config::default().any_semantic());
-    let store = controller.store();
+    let (store, changed) = experiments::watch(client, namespace);
+    let controller = Controller::for_stream(changed, store.clone());
     controller
         // Candidates carry the experiment label; only they are watched as owned objects.
         .owns(
