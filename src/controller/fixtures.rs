@@ -7,6 +7,7 @@ use std::sync::{Arc, Mutex};
 use http::{Request, Response, StatusCode};
 use k8s_openapi::api::apps::v1::Deployment;
 use kube::client::Body;
+use kube::runtime::controller::Action as Requeue;
 use kube::runtime::reflector;
 use kube::runtime::watcher;
 use kube::Client;
@@ -14,7 +15,8 @@ use serde_json::{json, Value};
 use tokio::task::JoinHandle;
 
 use super::context::{Context, Settings, FINALIZER};
-use crate::api::ConcurrencyExperiment;
+use super::reconcile::reconcile;
+use crate::api::{ConcurrencyExperiment, Phase};
 use crate::telemetry::Metrics;
 
 pub const NS: &str = "shop";
@@ -111,6 +113,36 @@ pub fn gateway_objects(fake: FakeApi) -> FakeApi {
                                  "uid": TARGET_UID, "controller": true}],
         },
     }))
+}
+
+/// One reconcile of the experiment as currently stored in the fake.
+pub async fn reconcile_stored(fake: &FakeApi) -> Result<Requeue, super::Error> {
+    let exp: ConcurrencyExperiment = fake.get(EXP).expect("experiment stored");
+    let (ctx, server) = fake.context(std::slice::from_ref(&exp));
+    let result = reconcile(Arc::new(exp), ctx).await;
+    server.abort();
+    result
+}
+
+pub fn stored_phase(fake: &FakeApi) -> Phase {
+    let exp: ConcurrencyExperiment = fake.get(EXP).unwrap();
+    exp.status.unwrap_or_default().phase
+}
+
+/// What the Deployment controller would report once `ready` pods of `path` are up.
+pub fn set_ready(fake: &FakeApi, path: &str, ready: i32) {
+    let mut d: Deployment = fake.get(path).unwrap();
+    let replicas = d.spec.as_ref().and_then(|s| s.replicas).unwrap_or(1);
+    let generation = d.metadata.generation.unwrap_or(1);
+    d.metadata.generation = Some(generation);
+    d.status = Some(
+        serde_json::from_value(json!({
+            "observedGeneration": generation, "replicas": replicas, "updatedReplicas": replicas,
+            "readyReplicas": ready, "availableReplicas": ready,
+        }))
+        .unwrap(),
+    );
+    fake.put(path, d);
 }
 
 /// One request as the fake API server saw it.

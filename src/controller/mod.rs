@@ -13,6 +13,10 @@ mod status;
 #[cfg(test)]
 mod fixtures;
 #[cfg(test)]
+mod gateway_tests;
+#[cfg(test)]
+mod run_tests;
+#[cfg(test)]
 mod tests;
 
 use std::sync::Arc;
@@ -127,7 +131,18 @@ async fn run_controllers(client: &Client, config: &RunConfig, stop: Cancellation
                 }
             })
     });
-    futures::future::join_all(runs).await;
+    let all = futures::future::join_all(runs);
+    // Graceful shutdown lets running reconciles finish, but a controller whose caches never
+    // synced does not end on its own; past the grace period it is dropped (every action is
+    // idempotent, so an interrupted reconcile is simply redone by the next leader).
+    let grace = async {
+        stop.cancelled().await;
+        tokio::time::sleep(SHUTDOWN_GRACE).await;
+    };
+    tokio::select! {
+        _ = all => {}
+        _ = grace => tracing::warn!(grace = ?SHUTDOWN_GRACE, "controllers did not stop in time; dropping them"),
+    }
     ready.abort();
 }
 
@@ -166,6 +181,9 @@ fn targeting(
         .map(|e| ObjectRef::from_obj(e.as_ref()))
         .collect()
 }
+
+/// How long running reconciles get to finish after shutdown (well within the 30 s a pod gets).
+pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
 
 /// How long a reconcile waits before looking again after a stage machine asks for no requeue
 /// but the watch might miss something (e.g. Prometheus data maturing). Also bounds drift.
