@@ -74,6 +74,15 @@ impl<'a> Actor<'a> {
         Ok(())
     }
 
+    /// Merge patches are recorded under the same field manager (as an Update, which takes
+    /// no ownership that could later remove the user's fields).
+    fn update_params(&self) -> PatchParams {
+        PatchParams {
+            field_manager: Some(self.ctx.settings.field_manager.clone()),
+            ..PatchParams::default()
+        }
+    }
+
     fn target(&self, action: &'static str) -> Result<&'a Deployment> {
         self.fetched
             .target
@@ -152,7 +161,7 @@ impl<'a> Actor<'a> {
         let patch = json!({ "spec": { "replicas": replicas } });
         api.patch(
             &target.name_any(),
-            &PatchParams::default(),
+            &self.update_params(),
             &Patch::Merge(&patch),
         )
         .await?;
@@ -176,7 +185,7 @@ impl<'a> Actor<'a> {
         let api: Api<Deployment> = Api::namespaced(self.ctx.client.clone(), &self.ns);
         api.patch(
             &target.name_any(),
-            &PatchParams::default(),
+            &self.update_params(),
             &Patch::Merge(&patch),
         )
         .await?;
@@ -203,7 +212,7 @@ impl<'a> Actor<'a> {
         let name = self.exp.spec.traffic.http_route.clone().unwrap_or_default();
         let api: Api<DynamicObject> =
             Api::namespaced_with(self.ctx.client.clone(), &self.ns, &http_route_resource());
-        api.patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
+        api.patch(&name, &self.update_params(), &Patch::Merge(&patch))
             .await?;
         Ok(())
     }

@@ -331,13 +331,13 @@ impl FakeApi {
                         return status_response(StatusCode::UNPROCESSABLE_ENTITY, "Invalid", &path);
                     }
                 } else {
+                    if obj.is_null() {
+                        return status_response(StatusCode::NOT_FOUND, "NotFound", &path);
+                    }
                     let expected = body.pointer("/metadata/resourceVersion").cloned();
                     let stored = obj.pointer("/metadata/resourceVersion").cloned();
                     if expected.is_some() && expected != stored {
                         return status_response(StatusCode::CONFLICT, "Conflict", &path);
-                    }
-                    if obj.is_null() {
-                        return status_response(StatusCode::NOT_FOUND, "NotFound", &path);
                     }
                     json_patch::merge(&mut obj, &body);
                 }

@@ -24,6 +24,7 @@ use std::time::Duration;
 
 use futures::StreamExt;
 use k8s_openapi::api::apps::v1::Deployment;
+use kube::runtime::controller::Error as ControllerError;
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::runtime::{watcher, Controller};
 use kube::{Api, Client, ResourceExt};
@@ -114,7 +115,7 @@ async fn run_controllers(client: &Client, config: &RunConfig, stop: Cancellation
         for store in &stores {
             tokio::select! {
                 _ = ready_stop.cancelled() => return,
-                r = store.wait_until_ready() => if r.is_err() { return },
+                synced = synced(store) => if !synced { return },
             }
         }
         tracing::info!("caches synced: ready");
@@ -127,6 +128,10 @@ async fn run_controllers(client: &Client, config: &RunConfig, stop: Cancellation
                 // Errors are logged, never fatal: one bad object must not stop the others.
                 match result {
                     Ok((obj, _)) => tracing::debug!(experiment = %obj, "reconciled"),
+                    // A requeue for an experiment deleted meanwhile: nothing left to do.
+                    Err(ControllerError::ObjectNotFound(obj)) => {
+                        tracing::debug!(experiment = %obj, "gone before its requeue")
+                    }
                     Err(e) => tracing::warn!(error = %e, "controller"),
                 }
             })
@@ -144,6 +149,20 @@ async fn run_controllers(client: &Client, config: &RunConfig, stop: Cancellation
         _ = grace => tracing::warn!(grace = ?SHUTDOWN_GRACE, "controllers did not stop in time; dropping them"),
     }
     ready.abort();
+}
+
+/// Resolves once the store has its first full list; `false` if its writer is gone.
+///
+/// kube's `Store::wait_until_ready` waits on a oneshot channel that keeps only the last
+/// waiter's waker, and the controller's runner waits on the same store: a second waiter may
+/// never be woken. Re-polling on a short timer sidesteps that (the ready state is remembered).
+async fn synced(store: &Store<ConcurrencyExperiment>) -> bool {
+    loop {
+        match tokio::time::timeout(Duration::from_millis(500), store.wait_until_ready()).await {
+            Ok(result) => return result.is_ok(),
+            Err(_elapsed) => continue,
+        }
+    }
 }
 
 fn controller(

@@ -10,8 +10,8 @@ use kube::{Api, Resource, ResourceExt};
 use serde_json::json;
 
 use super::act::Actor;
-use super::context::{Context, FINALIZER};
-use super::error::{Error, Result};
+use super::context::{Context, FIELD_MANAGER, FINALIZER};
+use super::error::{is_not_found, Error, Result};
 use super::observe;
 use super::status::{self, Written};
 use crate::api::{
@@ -97,9 +97,13 @@ async fn reconcile_inner(exp: &ConcurrencyExperiment, ctx: &Context) -> Result<R
     // Status first: the decision is on record before anything changes, and a decision made
     // from a stale status (someone else wrote meanwhile) is dropped instead of acted on.
     let written = status::write(&api, exp, &step.status, &ctx.settings.field_manager).await?;
-    if written == Written::Superseded {
-        tracing::info!(experiment = %key(exp), "status changed meanwhile; deciding again");
-        return Ok(Requeue::requeue(Duration::from_millis(500)));
+    match written {
+        Written::Superseded => {
+            tracing::info!(experiment = %key(exp), "status changed meanwhile; deciding again");
+            return Ok(Requeue::requeue(Duration::from_millis(500)));
+        }
+        Written::Gone => return Ok(Requeue::await_change()),
+        Written::Unchanged | Written::Saved => {}
     }
     let original_route = step
         .status
@@ -241,9 +245,20 @@ async fn json_patch(
     })?;
     api.patch(
         &exp.name_any(),
-        &PatchParams::default(),
+        &PatchParams {
+            field_manager: Some(FIELD_MANAGER.to_string()),
+            ..PatchParams::default()
+        },
         &Patch::Json::<()>(patch),
     )
-    .await?;
-    Ok(())
+    .await
+    .map(|_| ())
+    .or_else(|e| {
+        // Already gone: a finalizer released by an earlier reconcile let the deletion finish.
+        if is_not_found(&e) {
+            Ok(())
+        } else {
+            Err(e.into())
+        }
+    })
 }

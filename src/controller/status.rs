@@ -11,7 +11,7 @@ use kube::api::{Patch, PatchParams};
 use kube::{Api, ResourceExt};
 use serde_json::{Map, Value};
 
-use super::error::{is_conflict, Error, Result};
+use super::error::{is_conflict, is_not_found, Error, Result};
 use crate::api::{ConcurrencyExperiment, ConcurrencyExperimentStatus};
 
 const ATTEMPTS: u32 = 3;
@@ -75,6 +75,8 @@ pub enum Written {
     Saved,
     /// The stored status changed under us; the decision was dropped.
     Superseded,
+    /// The experiment is gone (deleted once its finalizer was released).
+    Gone,
 }
 
 pub async fn write(
@@ -98,8 +100,11 @@ pub async fn write(
             .await
         {
             Ok(_) => return Ok(Written::Saved),
+            Err(e) if is_not_found(&e) => return Ok(Written::Gone),
             Err(e) if is_conflict(&e) => {
-                let fresh = api.get(&name).await?;
+                let Some(fresh) = api.get_opt(&name).await? else {
+                    return Ok(Written::Gone);
+                };
                 if fresh.status != exp.status {
                     return Ok(Written::Superseded);
                 }

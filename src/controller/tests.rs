@@ -314,3 +314,23 @@ async fn a_second_experiment_on_the_same_target_is_invalid_and_touches_nothing()
         .all(|l| !l.contains("deployments/storefront-candidate") || l.starts_with("GET")));
     assert_eq!(fake.event_reasons(), ["Invalid"]);
 }
+
+#[tokio::test]
+async fn an_experiment_already_gone_is_not_an_error() {
+    // A second reconcile queued for an experiment whose finalizer was just released.
+    let mut exp = with_finalizer(experiment());
+    exp.metadata.deletion_timestamp = Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+        jiff::Timestamp::now(),
+    ));
+    exp.status = Some(crate::api::ConcurrencyExperimentStatus {
+        phase: Phase::RolledBack,
+        ..Default::default()
+    });
+    let fake = FakeApi::default().with(TARGET, target(6, 6));
+    let (ctx, server) = fake.context(std::slice::from_ref(&exp));
+    let requeue = reconcile(Arc::new(exp), ctx).await.unwrap();
+    server.abort();
+    assert_eq!(requeue, Requeue::await_change());
+    assert_eq!(fake.lines().last().unwrap(), &format!("PATCH {EXP}/status"));
+    assert!(fake.event_reasons().is_empty());
+}
