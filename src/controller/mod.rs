@@ -15,6 +15,8 @@ mod fixtures;
 #[cfg(test)]
 mod gateway_tests;
 #[cfg(test)]
+mod promote_tests;
+#[cfg(test)]
 mod run_tests;
 #[cfg(test)]
 mod tests;
