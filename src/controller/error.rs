@@ -16,9 +16,6 @@ pub enum Error {
     #[error("the experiment has no namespace")]
     MissingNamespace,
 
-    #[error("the experiment has no uid yet")]
-    MissingUid,
-
     #[error("cannot {action} without the target Deployment")]
     TargetMissing { action: &'static str },
 
@@ -30,9 +27,6 @@ pub enum Error {
 
     #[error("status update still conflicted after {attempts} attempts")]
     StatusConflict { attempts: u32 },
-
-    #[error("finalizer: {0}")]
-    Finalizer(String),
 
     #[error("configuration: {0}")]
     Config(String),
@@ -48,12 +42,10 @@ impl Error {
             Error::Kube(_) => "KubeApi",
             Error::Serialize { .. } => "Serialization",
             Error::MissingNamespace => "MissingNamespace",
-            Error::MissingUid => "MissingUid",
             Error::TargetMissing { .. } => "TargetMissing",
             Error::Workload(e) => e.category(),
             Error::Route { .. } => "RouteInvalid",
             Error::StatusConflict { .. } => "StatusConflict",
-            Error::Finalizer(_) => "Finalizer",
             Error::Config(_) => "Config",
         }
     }
