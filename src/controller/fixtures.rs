@@ -183,6 +183,8 @@ pub struct FakeApi {
     pub objects: Arc<Mutex<BTreeMap<String, Value>>>,
     pub calls: Arc<Mutex<Vec<Call>>>,
     version: Arc<std::sync::atomic::AtomicU64>,
+    /// Shared by every Context made from this fake, so tests can read what was recorded.
+    pub metrics: Metrics,
 }
 
 impl Default for FakeApi {
@@ -191,6 +193,7 @@ impl Default for FakeApi {
             objects: Default::default(),
             calls: Default::default(),
             version: Arc::new(1000.into()),
+            metrics: Metrics::new(),
         }
     }
 }
@@ -268,7 +271,12 @@ impl FakeApi {
         }
         writer.apply_watcher_event(&watcher::Event::InitDone);
         let client = Client::new(service, NS);
-        let ctx = Context::new(client, Metrics::new(), Settings::default(), vec![store]);
+        let ctx = Context::new(
+            client,
+            self.metrics.clone(),
+            Settings::default(),
+            vec![store],
+        );
         (Arc::new(ctx), server)
     }
 

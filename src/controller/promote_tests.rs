@@ -119,6 +119,15 @@ async fn passing_analyses_promote_the_candidate_into_the_target() {
         "back to its original size"
     );
     assert!(fake.get::<Deployment>(CANDIDATE).is_none());
+    let metrics = fake.metrics.encode();
+    assert!(
+        metrics.contains("concurrency_promotions_total 1\n"),
+        "{metrics}"
+    );
+    assert!(
+        metrics.contains("concurrency_analyses_total{verdict=\"Pass\"}"),
+        "{metrics}"
+    );
     let reasons = fake.event_reasons();
     for reason in ["Started", "StageAdvanced", "Succeeded"] {
         assert!(

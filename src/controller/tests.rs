@@ -168,6 +168,11 @@ async fn a_rollback_restores_the_target_before_deleting_the_candidate() {
     reconcile_stored(&fake).await.unwrap();
     assert_eq!(stored_phase(&fake), Phase::RolledBack);
     assert!(fake.event_reasons().contains(&"RolledBack".to_string()));
+    let metrics = fake.metrics.encode();
+    assert!(
+        metrics.contains("concurrency_rollbacks_total{reason=\"Aborted\"} 1\n"),
+        "{metrics}"
+    );
 }
 
 #[tokio::test]
