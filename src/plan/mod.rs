@@ -2,8 +2,33 @@
 //! status). No I/O here, so every transition is a plain unit test and a restarted operator
 //! resumes from status alone.
 //!
-//! - `step` — one reconcile (see `machine`).
-//! - `analysis_due` — whether the shell should run an analysis before calling `step`.
+//! How the shell (controller) drives it, once per reconcile:
+//!
+//! 1. Observe: build `Observations` (target and candidate Deployments — the candidate is named
+//!    `candidate_name(target)` —, `effective_weight`, abort/approve flags, deletion).
+//!    `effective_weight`: for `replicas`, `percent(candidate ready, candidate ready + target
+//!    ready)`; for `gatewayAPI`, the candidate's route weight, 0 once the original backendRefs
+//!    are back (that is how `RestoreRoute` is seen to have worked).
+//! 2. If `analysis_due(spec, status, now)`, run the checks and pass the outcome in
+//!    `Observations::analysis` (record `at` = now, `stage_index` = `status.stage_index`).
+//! 3. `step(spec, status, obs)`; write `Step::status` to the status subresource, then run
+//!    `Step::actions` in order. Every action is repeated by later steps until its effect is
+//!    observed, so writing status first and crashing in between is safe; events are emitted
+//!    once, on the transition.
+//! 4. Requeue after `Step::requeue_after` (`None` once finished); remove the finalizer when
+//!    `Step::release_finalizer`.
+//!
+//! For `gatewayAPI` the shell fills `status.original.routeBackendRefs` before its first
+//! `SetRouteWeights`; the machine only carries it along.
+//!
+//! Choices: abort is ignored once Promoting (the target may already carry the candidate
+//! config; there is no action to revert a template). Deleting mid-flight rolls back (decision
+//! `Deleted`), also from Promoting — if `PromoteTarget` was already written the target keeps
+//! the candidate config. A spec that becomes invalid mid-flight rolls back (`InvalidSpec`);
+//! `Invalid` itself is only reached before anything was created. Approval is a level: while
+//! set it lifts an inconclusive hold (resetting the count) and approves a manual promotion.
+//! If a candidate pod fails after a stage's split was in force, the stage clock keeps running
+//! (the analyses judge the candidate); the split is re-applied as pods come back.
 
 mod analysis;
 pub mod conditions;

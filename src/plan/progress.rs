@@ -39,14 +39,13 @@ pub fn run(cx: &mut Ctx, t: &Timing) {
         pause_event(cx, mid_pause.clone());
     }
     let mut in_force = apply_split(cx, index);
-    if in_force && cx.status.stage_started_at.is_none() {
-        cx.status.stage_started_at = Some(Time(cx.now()));
-    }
+    start_clock(cx, in_force);
     let holding = cx.spec.paused || cx.status.hold_reason.is_some();
     if !holding && stage_earned(cx, t, index) {
         if index + 1 < n {
             cx.enter_stage(index + 1);
             in_force = apply_split(cx, index + 1);
+            start_clock(cx, in_force);
         } else if cx.spec.promotion == Promotion::Manual && !cx.obs.approved {
             cx.status.hold_reason = Some(AWAITING_APPROVAL.into());
         } else {
@@ -66,6 +65,13 @@ pub fn run(cx: &mut Ctx, t: &Timing) {
     }
     cx.update_variants();
     describe(cx, t, in_force, new_pause);
+}
+
+/// The stage's clock starts the first time its split is seen in force.
+fn start_clock(cx: &mut Ctx, in_force: bool) {
+    if in_force && cx.status.stage_started_at.is_none() {
+        cx.status.stage_started_at = Some(Time(cx.now()));
+    }
 }
 
 /// Approval lifts an inconclusive hold: the count starts again.

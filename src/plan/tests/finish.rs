@@ -292,3 +292,28 @@ impl Tap for ConcurrencyExperimentSpec {
         self
     }
 }
+
+#[test]
+fn deleting_a_gateway_experiment_restores_the_route_first() {
+    let spec = spec_with("traffic: {router: gatewayAPI, httpRoute: storefront}\n");
+    let mut run = Run::new(spec, 4);
+    run.tick(None);
+    run.advance(60, 3, Verdict::Pass);
+    assert_eq!(run.world.route_weight, 30);
+    run.auto_settle = false;
+    run.log.clear();
+    let out = run.tick_with(None, deleting).clone();
+    assert!(out.actions.contains(&Action::RestoreRoute));
+    assert!(!out.actions.contains(&Action::RemoveCandidate));
+    assert!(!out.release_finalizer);
+    run.now += 5;
+    assert_eq!(
+        run.tick_with(None, deleting).actions,
+        vec![Action::RemoveCandidate]
+    );
+    run.now += 5;
+    let out = run.tick_with(None, deleting).clone();
+    assert!(out.release_finalizer);
+    assert_eq!(out.status.phase, Phase::RolledBack);
+    assert_eq!(run.world.route_weight, 0);
+}

@@ -221,12 +221,33 @@ impl Run {
         }
         edit(&mut obs);
         let out = step(&self.spec, &self.status, &obs);
+        // Every step of every test is also a replay test: the same observations on the new
+        // status decide nothing new.
+        let again = step(&self.spec, &out.status, &obs);
+        assert!(
+            events(&again.actions).is_empty(),
+            "replay at {}: {:?}",
+            self.now,
+            again.actions
+        );
+        assert_eq!(
+            again.status, out.status,
+            "replay at {} changed the status",
+            self.now
+        );
+        assert_eq!(again.release_finalizer, out.release_finalizer);
         self.world.apply(&out.actions);
         if self.auto_settle {
             self.world.settle();
         }
         self.log.extend(out.actions.iter().cloned());
-        self.status = out.status.clone();
+        // What the API server stores is what the next (possibly restarted) process reads.
+        let stored = serde_json::to_value(&out.status).unwrap();
+        self.status = serde_json::from_value(stored).unwrap();
+        assert_eq!(
+            self.status, out.status,
+            "status does not survive the API server"
+        );
         self.last = Some(out);
         self.last.as_ref().unwrap()
     }

@@ -303,3 +303,23 @@ fn requeue_is_the_sooner_of_the_next_analysis_and_the_stage_end() {
     run.now = 80;
     assert_eq!(secs(run.tick(None).requeue_after), 20);
 }
+
+#[test]
+fn a_spec_that_lost_stages_continues_at_its_last_stage() {
+    let mut run = Run::new(spec(), 6);
+    run.tick(None);
+    while run.status.stage_index != Some(2) {
+        run.advance(60, 1, Verdict::Pass);
+        assert!(run.now < 5000);
+    }
+    run.spec.stages.truncate(2);
+    run.spec.stages[1].weight = 100;
+    run.now += 5;
+    run.tick(None);
+    assert_eq!(run.status.stage_index, Some(1));
+    assert_eq!(run.status.stage.as_deref(), Some("2/2"));
+    while !run.status.phase.is_terminal() && run.now < 10_000 {
+        run.advance(60, 1, Verdict::Pass);
+    }
+    assert_eq!(run.status.phase, Phase::Succeeded);
+}

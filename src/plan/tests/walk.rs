@@ -75,11 +75,13 @@ fn six_replicas_walk_30_70_100_to_succeeded() {
 #[test]
 fn serving_pods_never_drop_below_the_original_during_a_walk() {
     let mut run = Run::new(spec(), 6);
-    // Pods take a tick to get ready, so any premature scale-down would show.
+    // New pods are counted only after the check, so any premature scale-down would show.
+    run.auto_settle = false;
     for _ in 0..400 {
         if run.status.phase.is_terminal() {
             break;
         }
+        run.world.settle();
         run.now += 15;
         run.tick(Some(Verdict::Pass));
         let w = &run.world;
