@@ -78,7 +78,7 @@ pub fn candidate_deployment(
     let mut match_labels = target_match_labels(target)?;
     match_labels.extend(ours.clone());
 
-    let mut template = rendered_template(
+    let mut template = promoted_template(
         target,
         &experiment.spec.candidate,
         experiment.spec.container.as_deref(),
@@ -115,14 +115,6 @@ pub fn candidate_deployment(
 /// The target's pod template with `config` written into its app container: what promotion
 /// writes (as a JSON merge patch of `spec.template`).
 pub fn promoted_template(
-    target: &Deployment,
-    config: &ServerConfig,
-    container: Option<&str>,
-) -> Result<PodTemplateSpec, WorkloadError> {
-    rendered_template(target, config, container)
-}
-
-fn rendered_template(
     target: &Deployment,
     config: &ServerConfig,
     container: Option<&str>,

@@ -29,12 +29,7 @@ pub fn app_container_index(
     target: &Deployment,
     name: Option<&str>,
 ) -> Result<usize, WorkloadError> {
-    let containers = target
-        .spec
-        .as_ref()
-        .and_then(|s| s.template.spec.as_ref())
-        .map(|p| p.containers.as_slice())
-        .unwrap_or_default();
+    let containers = containers(target);
     if containers.is_empty() {
         return Err(WorkloadError::NoContainers {
             deployment: target.name_any(),
@@ -59,14 +54,17 @@ pub fn app_container<'a>(
     name: Option<&str>,
 ) -> Result<&'a Container, WorkloadError> {
     let index = app_container_index(target, name)?;
+    // In range: the index was found in this same list.
+    Ok(&containers(target)[index])
+}
+
+fn containers(target: &Deployment) -> &[Container] {
     target
         .spec
         .as_ref()
         .and_then(|s| s.template.spec.as_ref())
-        .and_then(|p| p.containers.get(index))
-        .ok_or_else(|| WorkloadError::NoContainers {
-            deployment: target.name_any(),
-        })
+        .map(|p| p.containers.as_slice())
+        .unwrap_or_default()
 }
 
 /// Writes `config` into `container`. Idempotent: rendering twice gives the same container,
