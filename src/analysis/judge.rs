@@ -194,8 +194,13 @@ pub fn judge_check(
         }
     };
     let change = if b != 0.0 {
-        let rel = (c - b) / b.abs() * 100.0;
-        format!("{}{}%", if rel >= 0.0 { "+" } else { "" }, trim(rel, 1))
+        // Rounded first, so float noise shows as "+0%" rather than "-0%".
+        let rel = ((c - b) / b.abs() * 1000.0).round() / 10.0;
+        format!(
+            "{}{}%",
+            if rel < 0.0 { "-" } else { "+" },
+            trim(rel.abs(), 1)
+        )
     } else {
         "from 0".into()
     };

@@ -187,9 +187,11 @@ mod tests {
 
     #[test]
     fn error_rate_is_the_5xx_share() {
-        let mut names = MetricNames::default();
-        names.requests_total = "http_requests_total".into();
-        names.status_label = "code".into();
+        let names = MetricNames {
+            requests_total: "http_requests_total".into(),
+            status_label: "code".into(),
+            ..MetricNames::default()
+        };
         assert_eq!(
             builtin_template(BuiltinMetric::ErrorRate, None, &names).unwrap(),
             r#"(sum(rate(http_requests_total{namespace="{{namespace}}",pod=~"{{pods}}",code=~"5.."}[{{interval}}])) or vector(0)) / sum(rate(http_requests_total{namespace="{{namespace}}",pod=~"{{pods}}"}[{{interval}}]))"#
@@ -218,8 +220,10 @@ mod tests {
 
     #[test]
     fn names_that_could_inject_are_refused() {
-        let mut names = MetricNames::default();
-        names.memory = r#"up{job="x"} or container_memory_working_set_bytes"#.into();
+        let mut names = MetricNames {
+            memory: r#"up{job="x"} or container_memory_working_set_bytes"#.into(),
+            ..MetricNames::default()
+        };
         let e = builtin_template(BuiltinMetric::Memory, None, &names).unwrap_err();
         assert!(
             e.to_string().starts_with("spec.analysis.metrics.memory"),

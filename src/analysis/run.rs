@@ -2,7 +2,7 @@
 //! judgement. Any error becomes an Inconclusive check with its reason — never a Pass, never a
 //! panic.
 
-use futures::future::join_all;
+use futures::{stream, StreamExt};
 use jiff::Timestamp;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
@@ -22,6 +22,9 @@ use super::stats;
 use super::template::{
     check_variables, pods_regex, pods_regex_any, render, TemplateError, TemplateVars,
 };
+
+/// Checks evaluated concurrently (two queries each).
+const CHECKS_IN_FLIGHT: usize = 4;
 
 /// Where and when the analysis runs.
 #[derive(Debug, Clone, PartialEq)]
@@ -53,7 +56,7 @@ pub enum AnalysisSpecError {
 impl AnalysisSpecError {
     pub fn category(&self) -> &'static str {
         match self {
-            AnalysisSpecError::Quantity(_) => "BadLimit",
+            AnalysisSpecError::Quantity(_) => "InvalidQuantity",
             AnalysisSpecError::Template(e) => e.category(),
             AnalysisSpecError::Query(e) => e.category(),
         }
@@ -144,12 +147,16 @@ pub async fn analyse(
         &ctx.candidate_deployment,
     ]));
 
-    let checks = join_all(
+    // A few checks at a time: Prometheus queues queries beyond `--query.max-concurrency`
+    // (20 by default), and queued queries would eat into each query's timeout.
+    let checks = stream::iter(
         analysis
             .checks
             .iter()
-            .map(|c| run_check(client, analysis, c, &baseline, &candidate, ctx.now, history)),
-    );
+            .map(|c| measure_check(client, analysis, c, &baseline, &candidate, ctx.now)),
+    )
+    .buffered(CHECKS_IN_FLIGHT)
+    .collect::<Vec<_>>();
     let requests = async {
         let Ok(t) = requests_template(&analysis.metrics) else {
             let e = "spec.analysis.metrics.requestsTotal is not a metric name";
@@ -186,6 +193,12 @@ pub async fn analyse(
         base_req.as_ref().ok().copied().flatten(),
         cand_req.as_ref().ok().copied().flatten(),
     );
+    let enough = |r: Option<f64>| r.is_some_and(|v| v >= analysis.min_requests as f64);
+    let current_counts = enough(counts.0) && enough(counts.1);
+    let checks: Vec<CheckResult> = checks
+        .into_iter()
+        .map(|m| judge_measured(m, analysis, history, current_counts))
+        .collect();
     let (verdict, reason) = match (&base_req, &cand_req) {
         (Err(e), _) => (Verdict::Inconclusive, format!("baseline {e}")),
         (_, Err(e)) => (Verdict::Inconclusive, format!("candidate {e}")),
@@ -197,15 +210,21 @@ pub async fn analyse(
     }
 }
 
-async fn run_check(
+/// A check's values, before judgement; `limits` is `None` when it could not be measured
+/// (the result then already holds its Inconclusive reason).
+struct Measured {
+    result: CheckResult,
+    limits: Option<(Limits, Unit)>,
+}
+
+async fn measure_check(
     client: &PrometheusClient,
     analysis: &Analysis,
     check: &Check,
     baseline: &TemplateVars,
     candidate: &TemplateVars,
     at: Timestamp,
-    history: &[AnalysisRecord],
-) -> CheckResult {
+) -> Measured {
     let name = check.display_name();
     let mut result = CheckResult {
         name: name.clone(),
@@ -229,7 +248,10 @@ async fn run_check(
         Ok(p) => p,
         Err(e) => {
             result.reason = Some(format!("{} ({})", e, e.category()));
-            return result;
+            return Measured {
+                result,
+                limits: None,
+            };
         }
     };
     result.query = cand_q.clone();
@@ -238,28 +260,51 @@ async fn run_check(
         client.query_value(&base_q, at),
         client.query_value(&cand_q, at)
     );
-    let (b, c) = match (b, c) {
-        (Err(e), _) => {
-            result.reason = Some(describe("baseline", &e));
-            return result;
+    match (b, c) {
+        (Err(e), _) => result.reason = Some(describe("baseline", &e)),
+        (_, Err(e)) => result.reason = Some(describe("candidate", &e)),
+        (Ok(b), Ok(c)) => {
+            result.baseline = b;
+            result.candidate = c;
+            return Measured {
+                result,
+                limits: Some((limits, Unit::of(check))),
+            };
         }
-        (_, Err(e)) => {
-            result.reason = Some(describe("candidate", &e));
-            return result;
-        }
-        (Ok(b), Ok(c)) => (b, c),
+    }
+    Measured {
+        result,
+        limits: None,
+    }
+}
+
+/// Judges a measured check. The current interval joins the statistical samples only if it
+/// had enough requests (`current_counts`), like the past intervals.
+fn judge_measured(
+    measured: Measured,
+    analysis: &Analysis,
+    history: &[AnalysisRecord],
+    current_counts: bool,
+) -> CheckResult {
+    let Measured { mut result, limits } = measured;
+    let Some((limits, unit)) = limits else {
+        return result;
     };
-    result.baseline = b;
-    result.candidate = c;
+    let (b, c) = (result.baseline, result.candidate);
     let statistical = match (&analysis.statistical, limits.max_increase) {
         (Some(s), Some(share)) => {
-            let (bs, cs) = stats::samples(&name, history, analysis.min_requests, (b, c));
+            let current = if current_counts { (b, c) } else { (None, None) };
+            let (bs, cs) = stats::samples(&result.name, history, analysis.min_requests, current);
             stats::compare(s, share, &bs, &cs)
         }
         _ => None,
     };
-    let (verdict, reason) = judge_check(&limits, Unit::of(check), b, c, statistical.as_ref());
+    let (verdict, reason) = judge_check(&limits, unit, b, c, statistical.as_ref());
     result.verdict = verdict;
     result.reason = Some(reason);
     result
 }
+
+#[cfg(test)]
+#[path = "run_tests.rs"]
+mod tests;

@@ -98,7 +98,7 @@ fn pods_pattern(deployment: &str) -> String {
     let class = format!("[{SAFE_ALPHABET}]");
     let name = escape_regex(deployment);
     let len = deployment.len();
-    if len + 1 + MAX_HASH_LEN + 1 <= MAX_GENERATED_BASE {
+    if len + MAX_HASH_LEN + 2 <= MAX_GENERATED_BASE {
         return format!("{name}-{class}{{1,{MAX_HASH_LEN}}}-{class}{{5}}");
     }
     // Long names: generateName cut `<deployment>-<hash>-` at 58 characters, so the tail of
@@ -108,7 +108,7 @@ fn pods_pattern(deployment: &str) -> String {
         let base_len = len + 1 + hash_len + 1;
         let alt = if base_len <= MAX_GENERATED_BASE {
             format!("{name}-{class}{{{hash_len}}}-{class}{{5}}")
-        } else if len + 1 <= MAX_GENERATED_BASE {
+        } else if len < MAX_GENERATED_BASE {
             let kept_hash = MAX_GENERATED_BASE - len - 1;
             format!("{name}-{class}{{{}}}", kept_hash + 5)
         } else {

@@ -1,0 +1,108 @@
+use super::*;
+
+fn analysis(checks: &str) -> Analysis {
+    serde_yaml::from_str(&format!(
+        "prometheus: {{url: http://p:9090}}\ninterval: 1m\nchecks: {checks}\n"
+    ))
+    .unwrap()
+}
+
+#[test]
+fn validate_accepts_the_design_example() {
+    let a = analysis(
+        r#"
+- {metric: latency, quantile: 0.99, maxIncrease: "10%", max: 500ms}
+- {metric: memory, maxIncrease: "20%"}
+- {metric: gvlWait, max: "15%"}
+- {metric: errorRate, max: "1%"}
+- {name: backlog, query: 'max(puma_backlog{pod=~"{{pods}}"})', max: 5}"#,
+    );
+    assert_eq!(validate(&a), Ok(()));
+}
+
+#[test]
+fn validate_names_what_is_wrong() {
+    let a = analysis(r#"[{name: backlog, query: 'max(puma_backlog{pod=~"{{pod}}"})', max: 5}]"#);
+    let e = validate(&a).unwrap_err();
+    assert_eq!(e.category(), "UnknownTemplateVariable");
+    assert!(e.to_string().contains("check backlog"), "{e}");
+
+    let a = analysis(r#"[{metric: latency, max: "fast"}]"#);
+    let e = validate(&a).unwrap_err();
+    assert_eq!(e.category(), "InvalidQuantity");
+    assert!(e.to_string().contains("checks[latency].max"), "{e}");
+
+    let mut a = analysis("[{metric: errorRate, max: 1%}]");
+    a.metrics.status_label = "code\"".into();
+    assert_eq!(validate(&a).unwrap_err().category(), "BadMetricName");
+
+    let mut a = analysis("[{metric: errorRate, max: 1%}]");
+    a.interval = "soon".into();
+    let e = validate(&a).unwrap_err();
+    assert!(e.to_string().starts_with("spec.analysis.interval"), "{e}");
+
+    let mut a = analysis("[{metric: errorRate, max: 1%}]");
+    a.recommendation.min_gain = "5".into();
+    assert!(validate(&a).is_err());
+}
+
+fn latency_result(b: f64, c: f64) -> CheckResult {
+    CheckResult {
+        name: "latency".into(),
+        query: String::new(),
+        baseline: Some(b),
+        candidate: Some(c),
+        limit: String::new(),
+        verdict: Verdict::Pass,
+        reason: None,
+    }
+}
+
+#[test]
+fn thin_intervals_do_not_feed_the_statistics() {
+    let mut a = analysis(r#"[{metric: latency, maxIncrease: "10%"}]"#);
+    a.statistical = Some(crate::api::Statistical {
+        alpha: 0.05,
+        min_samples: 6,
+    });
+    let past = |i: u32| AnalysisRecord {
+        at: Time(Timestamp::UNIX_EPOCH),
+        stage_index: 0,
+        weight: 30,
+        verdict: Verdict::Fail,
+        baseline_requests: Some(100.0),
+        candidate_requests: Some(100.0),
+        checks: vec![latency_result(
+            0.39 + f64::from(i) * 0.005,
+            0.8 + f64::from(i) * 0.01,
+        )],
+        reason: None,
+    };
+    let history: Vec<AnalysisRecord> = (0..5).map(past).collect();
+    let measured = || Measured {
+        result: latency_result(0.4, 0.41),
+        limits: Some((Limits::from_check(&a.checks[0]).unwrap(), Unit::Seconds)),
+    };
+    // With the current interval: 6 samples, 5 of them clearly slower (exact p = 30/924).
+    let r = judge_measured(measured(), &a, &history, true);
+    assert_eq!(r.verdict, Verdict::Fail);
+    assert!(r.reason.unwrap().contains("Mann-Whitney"));
+    // Without it: 5 samples, too few; judged on this interval alone (+2.5%).
+    let r = judge_measured(measured(), &a, &history, false);
+    assert_eq!(r.verdict, Verdict::Pass);
+    assert!(!r.reason.unwrap().contains("Mann-Whitney"));
+    // Unmeasured checks keep their reason.
+    let mut unmeasured = latency_result(0.4, 0.41);
+    unmeasured.verdict = Verdict::Inconclusive;
+    unmeasured.reason = Some("candidate query failed".into());
+    let r = judge_measured(
+        Measured {
+            result: unmeasured.clone(),
+            limits: None,
+        },
+        &a,
+        &history,
+        true,
+    );
+    assert_eq!(r, unmeasured);
+}

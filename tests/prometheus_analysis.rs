@@ -1,0 +1,263 @@
+//! Analysis against a real Prometheus (Debian package `prometheus`) scraping real HTTP
+//! exporters on loopback: one per pod, labelled as Kubernetes service discovery would.
+//!
+//! Counters grow linearly with wall time at a fixed rate per pod, so every ratio the checks
+//! compute (quantile, error rate, GVL share, I/O share) is known exactly whatever the scrape
+//! jitter; request counts depend on window coverage and are checked within a tolerance.
+
+#[path = "prometheus_analysis/harness.rs"]
+mod harness;
+
+use std::time::{Duration, Instant};
+
+use concurrency_operator::analysis::{analyse, AnalysisContext, PrometheusClient};
+use concurrency_operator::api::{
+    AnalysisRecord, CheckResult, ConcurrencyExperimentSpec, Statistical, Verdict,
+};
+use concurrency_operator::plan::AnalysisOutcome;
+use harness::{free_port, serve, start_prometheus, wait_for_data, Pod};
+use jiff::Timestamp;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+
+const NAMESPACE: &str = "shop";
+const INTERVAL_SECS: u64 = 6;
+const FAST: [f64; 6] = [0.2, 0.5, 0.9, 1.0, 1.0, 1.0]; // p99 = 0.25 + 0.9·0.25 = 0.475
+const SLOW: [f64; 6] = [0.05, 0.2, 0.5, 0.9, 1.0, 1.0]; // p99 = 0.5 + 0.9·0.5 = 0.95
+const MI: f64 = 1024.0 * 1024.0;
+
+fn pods() -> Vec<Pod> {
+    let pod = |name, cumulative, mean_latency, memory| Pod {
+        name,
+        rps: 20.0,
+        error_share: 0.01,
+        cumulative,
+        mean_latency,
+        gvl_share: 0.10,
+        io_share: 0.52,
+        memory,
+    };
+    vec![
+        pod("storefront-7d9c5b6f4b-x2k9q", FAST, 0.2, 200.0 * MI),
+        pod(
+            "storefront-candidate-5f4d8c9b7-b2c4d",
+            SLOW,
+            0.4,
+            210.0 * MI,
+        ),
+        pod("storefront-good-5f4d8c9b7-h7kzq", FAST, 0.2, 205.0 * MI),
+        // Another Deployment whose name extends the target's: must never be counted.
+        Pod {
+            name: "storefront-x-6c8d7f9b5-q4w2z",
+            rps: 500.0,
+            error_share: 0.5,
+            cumulative: [0.0, 0.0, 0.0, 0.0, 0.0, 1.0],
+            mean_latency: 3.0,
+            gvl_share: 0.9,
+            io_share: 0.05,
+            memory: 2048.0 * MI,
+        },
+        // Too little traffic to judge.
+        Pod {
+            rps: 0.5,
+            ..pod("storefront-idle-5f4d8c9b7-m9n8p", FAST, 0.2, 200.0 * MI)
+        },
+    ]
+}
+
+fn spec(url: &str, min_requests: i64) -> ConcurrencyExperimentSpec {
+    let yaml = format!(
+        r#"
+targetRef: {{name: storefront}}
+container: web
+candidate: {{server: puma, workers: 2, threads: 4}}
+analysis:
+  prometheus: {{url: "{url}"}}
+  interval: {INTERVAL_SECS}s
+  minRequests: {min_requests}
+  checks:
+    - {{metric: latency, quantile: 0.99, max: 700ms, maxIncrease: "10%"}}
+    - {{metric: memory, maxIncrease: "20%"}}
+    - {{metric: gvlWait, max: "15%"}}
+    - {{metric: errorRate, max: "2%"}}
+    - name: pods
+      query: 'count(up{{namespace="{{{{namespace}}}}",pod=~"{{{{pods}}}}"}})'
+      min: 1
+      max: 1
+"#
+    );
+    serde_yaml::from_str(&yaml).unwrap()
+}
+
+fn ctx(candidate: &str) -> AnalysisContext {
+    AnalysisContext {
+        namespace: NAMESPACE.into(),
+        container: "web".into(),
+        baseline_deployment: "storefront".into(),
+        candidate_deployment: candidate.into(),
+        stage_index: 0,
+        weight: 30,
+        now: Timestamp::now(),
+    }
+}
+
+fn past_latency(baseline: f64, candidate: f64) -> AnalysisRecord {
+    AnalysisRecord {
+        at: Time(Timestamp::now()),
+        stage_index: 0,
+        weight: 30,
+        verdict: Verdict::Pass,
+        baseline_requests: Some(120.0),
+        candidate_requests: Some(120.0),
+        checks: vec![CheckResult {
+            name: "latency".into(),
+            query: String::new(),
+            baseline: Some(baseline),
+            candidate: Some(candidate),
+            limit: String::new(),
+            verdict: Verdict::Pass,
+            reason: None,
+        }],
+        reason: None,
+    }
+}
+
+fn check<'a>(o: &'a AnalysisOutcome, name: &str) -> &'a CheckResult {
+    o.record.checks.iter().find(|c| c.name == name).unwrap()
+}
+
+fn close(v: Option<f64>, expected: f64, tol: f64, what: &str) {
+    let v = v.unwrap_or_else(|| panic!("{what}: no value"));
+    assert!((v - expected).abs() <= tol, "{what}: {v} vs {expected}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn analysis_against_a_real_prometheus() {
+    let started = Instant::now();
+    let pods = pods();
+    let count = pods.len();
+    let mut targets = Vec::new();
+    for pod in pods {
+        let name = pod.name;
+        targets.push((name, serve(pod, started).await));
+    }
+    let mut prom = start_prometheus(NAMESPACE, &targets);
+    let client = PrometheusClient::new(&prom.url, Duration::from_secs(5)).unwrap();
+    wait_for_data(&mut prom, &client, count, INTERVAL_SECS).await;
+
+    // A regressed candidate: p99 doubles.
+    let o = analyse(
+        &client,
+        &spec(&prom.url, 50),
+        &ctx("storefront-candidate"),
+        &[],
+    )
+    .await;
+    let r = &o.record;
+    assert_eq!(r.verdict, Verdict::Fail, "{r:#?}");
+    assert_eq!(r.reason.as_deref(), Some("failed: latency"), "{r:#?}");
+    let latency = check(&o, "latency");
+    close(latency.baseline, 0.475, 1e-6, "baseline p99");
+    close(latency.candidate, 0.95, 1e-6, "candidate p99");
+    assert_eq!(latency.limit, "max 700ms, maxIncrease 10%");
+    assert_eq!(
+        latency.reason.as_deref(),
+        Some("candidate 950ms is above max 700ms (baseline 475ms)")
+    );
+    assert!(
+        latency.query.contains(r#"pod=~"^storefront-candidate-["#),
+        "{}",
+        latency.query
+    );
+    for (name, value) in [("errorRate", 0.01), ("gvlWait", 0.10)] {
+        let c = check(&o, name);
+        close(c.baseline, value, 1e-6, name);
+        close(c.candidate, value, 1e-6, name);
+        assert_eq!(c.verdict, Verdict::Pass, "{c:#?}");
+    }
+    let memory = check(&o, "memory");
+    close(memory.baseline, 200.0 * MI, 1.0, "baseline memory");
+    close(memory.candidate, 210.0 * MI, 1.0, "candidate memory");
+    assert_eq!(memory.verdict, Verdict::Pass);
+    // Each variant's regex selects exactly its own pod, not `storefront-x`'s.
+    let pods_check = check(&o, "pods");
+    assert_eq!(
+        (pods_check.baseline, pods_check.candidate),
+        (Some(1.0), Some(1.0))
+    );
+    let expected_requests = 20.0 * INTERVAL_SECS as f64;
+    for (what, v) in [
+        ("baseline", r.baseline_requests),
+        ("candidate", r.candidate_requests),
+    ] {
+        close(v, expected_requests, expected_requests * 0.25, what);
+    }
+    let rec = o
+        .recommendation
+        .as_ref()
+        .expect("recommendation from the I/O counters");
+    assert!((rec.io_ratio - 0.52).abs() < 1e-6, "{rec:?}");
+    assert_eq!(rec.threads, 4);
+    assert!(!rec.async_server_advised);
+
+    // A healthy candidate passes every check.
+    let o = analyse(&client, &spec(&prom.url, 50), &ctx("storefront-good"), &[]).await;
+    assert_eq!(o.record.verdict, Verdict::Pass, "{:#?}", o.record);
+    close(check(&o, "latency").candidate, 0.475, 1e-6, "good p99");
+
+    // With statistics on, past intervals where the candidate was clearly slower outweigh one
+    // good interval: the Mann-Whitney test fails latency although 475ms passes every limit.
+    let mut stat_spec = spec(&prom.url, 50);
+    stat_spec.analysis.statistical = Some(Statistical {
+        alpha: 0.05,
+        min_samples: 5,
+    });
+    let history: Vec<AnalysisRecord> = (0..5).map(|_| past_latency(0.475, 0.7)).collect();
+    let o = analyse(&client, &stat_spec, &ctx("storefront-good"), &history).await;
+    assert_eq!(o.record.verdict, Verdict::Fail, "{:#?}", o.record);
+    let reason = check(&o, "latency").reason.clone().unwrap();
+    assert!(
+        reason.contains("significantly above baseline + 10%"),
+        "{reason}"
+    );
+    // ...and a history of equal latency keeps it passing.
+    let history: Vec<AnalysisRecord> = (0..5).map(|_| past_latency(0.475, 0.47)).collect();
+    let o = analyse(&client, &stat_spec, &ctx("storefront-good"), &history).await;
+    assert_eq!(o.record.verdict, Verdict::Pass, "{:#?}", o.record);
+
+    // Too few requests: the idle candidate cannot be judged.
+    let o = analyse(&client, &spec(&prom.url, 50), &ctx("storefront-idle"), &[]).await;
+    assert_eq!(o.record.verdict, Verdict::Inconclusive, "{:#?}", o.record);
+    let reason = o.record.reason.clone().unwrap();
+    assert!(
+        reason.starts_with("too few requests in the interval"),
+        "{reason}"
+    );
+
+    // Prometheus unreachable: every check Inconclusive with the category, never Pass.
+    let closed = format!("http://127.0.0.1:{}", free_port());
+    let down = PrometheusClient::new(&closed, Duration::from_secs(2)).unwrap();
+    let o = analyse(&down, &spec(&closed, 50), &ctx("storefront-good"), &[]).await;
+    assert_eq!(o.record.verdict, Verdict::Inconclusive);
+    assert!(
+        o.record
+            .reason
+            .as_deref()
+            .unwrap()
+            .contains("PrometheusUnreachable"),
+        "{:#?}",
+        o.record
+    );
+    for c in &o.record.checks {
+        assert_eq!(c.verdict, Verdict::Inconclusive, "{c:#?}");
+        assert!(
+            c.reason
+                .as_deref()
+                .unwrap()
+                .contains("PrometheusUnreachable"),
+            "{c:#?}"
+        );
+    }
+    assert!(o.recommendation.is_none());
+    assert!(started.elapsed() < Duration::from_secs(60));
+    drop(prom);
+}
