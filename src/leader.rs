@@ -187,14 +187,15 @@ async fn new_manager(
     .await?)
 }
 
-fn publish(tx: &watch::Sender<bool>, metrics: &Metrics, leader: bool, identity: &str) {
+/// `why` says, for the log, why leadership ends (when `leader` is false).
+fn publish(tx: &watch::Sender<bool>, metrics: &Metrics, leader: bool, identity: &str, why: &str) {
     let changed = tx.send_if_modified(|current| std::mem::replace(current, leader) != leader);
     if changed {
         metrics.set_leader(leader);
         if leader {
             tracing::info!(%identity, "acquired leadership");
         } else {
-            tracing::warn!(%identity, "not the leader any more");
+            tracing::warn!(%identity, why, "stepped down as leader");
         }
     }
 }
@@ -234,7 +235,7 @@ async fn run(
             biased;
             _ = shutdown.cancelled() => {
                 // Stop acting first, then free the lease for the other replica.
-                publish(&tx, &metrics, false, identity);
+                publish(&tx, &metrics, false, identity, "shutdown");
                 match tokio::time::timeout(RELEASE_TIMEOUT, current.release()).await {
                     Ok(Ok(())) => tracing::info!(%identity, "released the leader lease"),
                     Ok(Err(err)) => tracing::warn!(error = %err, "releasing the leader lease failed; it expires on its own"),
@@ -245,13 +246,13 @@ async fn run(
             changed = current.changed() => match changed {
                 Ok(leader) => {
                     retry = MIN_RETRY;
-                    publish(&tx, &metrics, leader, identity);
+                    publish(&tx, &metrics, leader, identity, "the lease names another holder");
                 }
                 Err(err) => {
                     // A failed renewal means we cannot vouch for the lease any more: step
                     // down before it could expire and let a fresh manager find out.
                     tracing::warn!(error = %err, retry_in = ?retry, "leader lease update failed");
-                    publish(&tx, &metrics, false, identity);
+                    publish(&tx, &metrics, false, identity, "lease renewal failed");
                     manager = None;
                     if sleep_or_cancel(retry, &shutdown).await {
                         return;
