@@ -24,7 +24,7 @@ mod tests;
 use std::sync::Arc;
 use std::time::Duration;
 
-use futures::StreamExt;
+use futures::{future, Future, StreamExt};
 use k8s_openapi::api::apps::v1::Deployment;
 use kube::runtime::controller::Error as ControllerError;
 use kube::runtime::reflector::{ObjectRef, Store};
@@ -56,7 +56,7 @@ pub struct RunConfig {
 /// lease, runs while it is held, and stops (and waits again) when it is lost.
 pub async fn run(client: Client, config: RunConfig) -> Result<(), Error> {
     let Some(mut leader) = config.leader.clone() else {
-        run_controllers(&client, &config, config.shutdown.clone()).await;
+        run_controllers(&client, &config, future::pending()).await;
         return Ok(());
     };
     // A standby is healthy: it is ready to take over, so it reports ready.
@@ -69,20 +69,13 @@ pub async fn run(client: Client, config: RunConfig) -> Result<(), Error> {
             },
         }
         tracing::info!("leading: starting controllers");
-        let stop = config.shutdown.child_token();
-        let lost = {
-            let mut leader = leader.clone();
-            let stop = stop.clone();
-            async move {
-                // Also ends if the election task is gone: no lease, no reconciling.
-                let _ = leader.wait_for(|is| !*is).await;
-                stop.cancel();
-            }
-        };
-        let lost = tokio::spawn(lost);
         config.readiness.set_ready(false);
-        run_controllers(&client, &config, stop.clone()).await;
-        lost.abort();
+        let mut watching = leader.clone();
+        // Also ends if the election task is gone: no lease, no reconciling.
+        let lost = async move {
+            let _ = watching.wait_for(|is| !*is).await;
+        };
+        run_controllers(&client, &config, lost).await;
         config.readiness.set_ready(true);
         if config.shutdown.is_cancelled() {
             return Ok(());
@@ -92,7 +85,11 @@ pub async fn run(client: Client, config: RunConfig) -> Result<(), Error> {
 }
 
 /// One controller per watched namespace (or one for all), sharing one Context.
-async fn run_controllers(client: &Client, config: &RunConfig, stop: CancellationToken) {
+/// On shutdown running reconciles get `SHUTDOWN_GRACE` to finish; when `lost` resolves
+/// (leadership lost) the controllers are dropped at once, since another replica may already
+/// be acting (status writes are guarded by resourceVersion either way).
+async fn run_controllers(client: &Client, config: &RunConfig, lost: impl Future<Output = ()>) {
+    let stop = config.shutdown.clone();
     let scopes: Vec<Option<String>> = if config.namespaces.is_empty() {
         vec![None]
     } else {
@@ -149,6 +146,7 @@ async fn run_controllers(client: &Client, config: &RunConfig, stop: Cancellation
     tokio::select! {
         _ = all => {}
         _ = grace => tracing::warn!(grace = ?SHUTDOWN_GRACE, "controllers did not stop in time; dropping them"),
+        _ = lost => {}
     }
     ready.abort();
 }
