@@ -52,3 +52,46 @@ async fn a_standby_is_ready_and_never_calls_the_api() {
     server.abort();
     assert!(fake.calls().is_empty(), "{:?}", fake.lines());
 }
+
+#[tokio::test]
+async fn losing_the_lease_stops_the_controllers_and_waits_for_it_again() {
+    let fake = FakeApi::default();
+    let (ctx, server) = fake.context(&[]);
+    let (tx, rx) = watch::channel(false);
+    let readiness = Readiness::new();
+    let shutdown = CancellationToken::new();
+    let config = RunConfig {
+        namespaces: vec!["shop".into()],
+        settings: Settings::default(),
+        metrics: Metrics::new(),
+        readiness: readiness.clone(),
+        leader: Some(rx),
+        shutdown: shutdown.clone(),
+    };
+    let running = tokio::spawn(run(ctx.client.clone(), config));
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    tx.send(true).unwrap();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    // Leading: the watches started (the fake has no experiments to list, so never synced).
+    assert!(!readiness.is_ready(), "not ready until the caches sync");
+    assert!(
+        fake.calls().iter().any(|c| c.method == "GET"),
+        "watches started"
+    );
+
+    tx.send(false).unwrap();
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(readiness.is_ready(), "a standby again");
+    assert!(!running.is_finished(), "waits for the lease again");
+    let calls = fake.calls().len();
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    assert_eq!(fake.calls().len(), calls, "no API calls while standing by");
+
+    shutdown.cancel();
+    tokio::time::timeout(Duration::from_secs(2), running)
+        .await
+        .expect("run stops on shutdown")
+        .unwrap()
+        .unwrap();
+    server.abort();
+}
