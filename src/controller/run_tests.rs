@@ -9,6 +9,17 @@ use super::fixtures::{experiment, target, FakeApi};
 use super::{run, targeting, RunConfig, Settings};
 use crate::telemetry::{CancellationToken, Metrics, Readiness};
 
+/// Waits (up to 10 s, for a loaded machine) until `condition` holds.
+async fn eventually(what: &str, condition: impl Fn() -> bool) {
+    for _ in 0..200 {
+        if condition() {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    panic!("timed out waiting: {what}");
+}
+
 #[test]
 fn a_target_change_wakes_the_experiments_on_it_and_only_those() {
     let on_target = experiment();
@@ -41,8 +52,7 @@ async fn a_standby_is_ready_and_never_calls_the_api() {
         shutdown: shutdown.clone(),
     };
     let running = tokio::spawn(run(ctx.client.clone(), config));
-    tokio::time::sleep(Duration::from_millis(200)).await;
-    assert!(readiness.is_ready(), "a standby reports ready");
+    eventually("a standby reports ready", || readiness.is_ready()).await;
     shutdown.cancel();
     tokio::time::timeout(Duration::from_secs(2), running)
         .await
