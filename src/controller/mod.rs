@@ -2,10 +2,10 @@
 //! touch, observe, decide (`plan::step`), act, write status.
 //!
 //! API access it needs (the chart's RBAC): `concurrencyexperiments` get/list/watch/patch and
-//! `concurrencyexperiments/status` patch; `deployments` get/list/watch/patch/delete (patch
-//! also creates: the candidate is server-side applied); `replicasets` list, `services`
-//! list/patch/delete and `gateway.networking.k8s.io` `httproutes` get/patch (gatewayAPI
-//! router only); `events.k8s.io` `events` create/patch; `coordination.k8s.io` `leases`
+//! `concurrencyexperiments/status` patch; `deployments` get/list/watch/create/patch/delete
+//! (a server-side apply that creates is also authorized as `create`); `replicasets` list,
+//! `services` list/create/patch/delete and `gateway.networking.k8s.io` `httproutes`
+//! get/patch (gatewayAPI router only); `events.k8s.io` `events` create/patch; `coordination.k8s.io` `leases`
 //! (leader election, see `crate::leader`).
 
 mod act;
