@@ -5,6 +5,8 @@
 
 pub mod analysis;
 pub mod api;
+pub mod cli;
+pub mod controller;
 pub mod leader;
 pub mod plan;
 pub mod telemetry;

@@ -1,3 +1,99 @@
-fn main() {
-    print!("{}", concurrency_operator::api::crd_yaml().expect("crd"));
+use std::process::ExitCode;
+
+use anyhow::Context as _;
+use clap::Parser;
+
+use concurrency_operator::cli::{Cli, Command, RecommendArgs, RunArgs};
+use concurrency_operator::controller::{self, RunConfig, Settings};
+use concurrency_operator::leader::{LeaderConfig, LeaderElection};
+use concurrency_operator::telemetry::{
+    cancel_on_signal, init_logging, install_crypto_provider, CancellationToken, Metrics, Readiness,
+    TelemetryServer,
+};
+use concurrency_operator::{analysis, api};
+
+#[tokio::main]
+async fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Crd => crd(),
+        Command::Recommend(args) => recommend(&args),
+        Command::Run(args) => run(args).await,
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn crd() -> anyhow::Result<()> {
+    print!("{}", api::crd_yaml().context("rendering the CRD")?);
+    Ok(())
+}
+
+fn recommend(args: &RecommendArgs) -> anyhow::Result<()> {
+    print!(
+        "{}",
+        analysis::recommendation_table(args.io_ratio, args.min_gain, args.async_above)
+    );
+    Ok(())
+}
+
+async fn run(args: RunArgs) -> anyhow::Result<()> {
+    install_crypto_provider();
+    init_logging(args.log_format, "info").context("setting up logging")?;
+    let client = kube::Client::try_default()
+        .await
+        .context("connecting to Kubernetes")?;
+    let metrics = Metrics::new();
+    let readiness = Readiness::new();
+    let shutdown = CancellationToken::new();
+    cancel_on_signal(shutdown.clone()).context("installing signal handlers")?;
+    let server = TelemetryServer::bind(
+        args.metrics_addr,
+        metrics.clone(),
+        readiness.clone(),
+        shutdown.clone(),
+    )
+    .await?;
+
+    let election = if args.leader_election {
+        let namespace = args
+            .lease_namespace
+            .clone()
+            .or_else(|| std::env::var("POD_NAMESPACE").ok())
+            .unwrap_or_else(|| "default".into());
+        let config = LeaderConfig::new(namespace, args.lease_name.clone());
+        Some(
+            LeaderElection::start(client.clone(), config, metrics.clone(), shutdown.clone())
+                .await?,
+        )
+    } else {
+        metrics.set_leader(true);
+        None
+    };
+
+    let config = RunConfig {
+        namespaces: args.namespaces.clone(),
+        settings: Settings {
+            prometheus_timeout: args.prometheus_timeout,
+            ..Settings::default()
+        },
+        metrics,
+        readiness,
+        leader: election.as_ref().map(LeaderElection::subscribe),
+        shutdown: shutdown.clone(),
+    };
+    tracing::info!(namespaces = ?args.namespaces, leader_election = args.leader_election, "starting");
+    let result = controller::run(client, config).await;
+    // Whatever ended the controllers, stop the rest and release the lease.
+    shutdown.cancel();
+    if let Some(election) = election {
+        election.stopped().await;
+    }
+    server.wait().await;
+    result.context("controller")
 }

@@ -149,14 +149,16 @@ pub async fn analyse(
 
     // A few checks at a time: Prometheus queues queries beyond `--query.max-concurrency`
     // (20 by default), and queued queries would eat into each query's timeout.
-    let checks = stream::iter(
-        analysis
-            .checks
-            .iter()
-            .map(|c| measure_check(client, analysis, c, &baseline, &candidate, ctx.now)),
-    )
-    .buffered(CHECKS_IN_FLIGHT)
-    .collect::<Vec<_>>();
+    // Collected first: a stream over a borrowing closure is not provably `Send` (rustc's
+    // higher-ranked lifetime limitation), and the controller runs this on spawned tasks.
+    let measures: Vec<_> = analysis
+        .checks
+        .iter()
+        .map(|c| measure_check(client, analysis, c, &baseline, &candidate, ctx.now))
+        .collect();
+    let checks = stream::iter(measures)
+        .buffered(CHECKS_IN_FLIGHT)
+        .collect::<Vec<_>>();
     let requests = async {
         let Ok(t) = requests_template(&analysis.metrics) else {
             let e = "spec.analysis.metrics.requestsTotal is not a metric name";

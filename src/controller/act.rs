@@ -1,0 +1,295 @@
+//! Carry out the stage machine's actions, in order, each idempotent.
+//!
+//! Two write styles, on purpose:
+//! - objects the operator creates (candidate Deployment, variant Services) are server-side
+//!   applied with one field manager and an owner reference, so re-applying is a no-op and
+//!   garbage collection removes them with the experiment;
+//! - objects the user owns (target Deployment, HTTPRoute) get JSON merge patches of just the
+//!   fields the operator changes, so it never holds SSA ownership that would delete the user's
+//!   fields when released.
+
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::core::v1::Service;
+use kube::api::{DeleteParams, DynamicObject, Patch, PatchParams};
+use kube::runtime::events::{Event, EventType as KubeEventType};
+use kube::{Api, Resource, ResourceExt};
+use serde::Serialize;
+use serde_json::json;
+
+use super::context::Context;
+use super::error::{is_not_found, Error, Result};
+use super::observe::{http_route_resource, Fetched};
+use crate::api::{ConcurrencyExperiment, Router};
+use crate::plan::{Action, EventType};
+use crate::{traffic, workload};
+
+/// Executes one reconcile's actions against the cluster.
+pub struct Actor<'a> {
+    ctx: &'a Context,
+    exp: &'a ConcurrencyExperiment,
+    fetched: &'a Fetched,
+    /// `status.original.routeBackendRefs` as saved by the stage machine (gatewayAPI restore).
+    original_route: Option<&'a str>,
+    ns: String,
+}
+
+impl<'a> Actor<'a> {
+    pub fn new(
+        ctx: &'a Context,
+        exp: &'a ConcurrencyExperiment,
+        fetched: &'a Fetched,
+        original_route: Option<&'a str>,
+    ) -> Result<Self> {
+        let ns = exp.namespace().ok_or(Error::MissingNamespace)?;
+        Ok(Self {
+            ctx,
+            exp,
+            fetched,
+            original_route,
+            ns,
+        })
+    }
+
+    /// Runs the actions in order and stops at the first failure: later actions (removing the
+    /// candidate after restoring the baseline, say) must not run when an earlier one failed.
+    pub async fn execute(&self, actions: &[Action]) -> Result<()> {
+        for action in actions {
+            tracing::debug!(?action, experiment = %self.exp.name_any(), "executing");
+            match action {
+                Action::EnsureCandidate { replicas } => self.ensure_candidate(*replicas).await?,
+                Action::ScaleTarget { replicas } => self.scale_target(*replicas).await?,
+                Action::SetRouteWeights { candidate_weight } => {
+                    self.set_route_weights(*candidate_weight).await?
+                }
+                Action::RestoreRoute => self.restore_route().await?,
+                Action::PromoteTarget => self.promote_target().await?,
+                Action::RemoveCandidate => self.remove_candidate().await?,
+                Action::Event {
+                    type_,
+                    reason,
+                    message,
+                } => self.event(*type_, reason, message).await,
+            }
+        }
+        Ok(())
+    }
+
+    /// Merge patches are recorded under the same field manager (as an Update, which takes
+    /// no ownership that could later remove the user's fields).
+    fn update_params(&self) -> PatchParams {
+        PatchParams {
+            field_manager: Some(self.ctx.settings.field_manager.clone()),
+            ..PatchParams::default()
+        }
+    }
+
+    fn target(&self, action: &'static str) -> Result<&'a Deployment> {
+        self.fetched
+            .target
+            .as_ref()
+            .ok_or(Error::TargetMissing { action })
+    }
+
+    /// Makes the experiment the controller owner, so garbage collection follows it.
+    fn owned<K: Resource<DynamicType = ()>>(&self, mut obj: K) -> Result<K> {
+        let owner = workload::experiment_owner_ref(self.exp)?;
+        let refs = obj.meta_mut().owner_references.get_or_insert_with(Vec::new);
+        if !refs.iter().any(|r| r.uid == owner.uid) {
+            refs.push(owner);
+        }
+        obj.meta_mut().namespace = Some(self.ns.clone());
+        Ok(obj)
+    }
+
+    async fn apply<K>(&self, obj: K) -> Result<()>
+    where
+        K: Resource<DynamicType = (), Scope = k8s_openapi::NamespaceResourceScope>
+            + Serialize
+            + Clone
+            + std::fmt::Debug
+            + serde::de::DeserializeOwned,
+    {
+        let obj = self.owned(obj)?;
+        let api: Api<K> = Api::namespaced(self.ctx.client.clone(), &self.ns);
+        let params = PatchParams::apply(&self.ctx.settings.field_manager).force();
+        api.patch(&obj.name_any(), &params, &Patch::Apply(&obj))
+            .await?;
+        Ok(())
+    }
+
+    async fn ensure_candidate(&self, replicas: i32) -> Result<()> {
+        let target = self.target("create the candidate")?;
+        let candidate = workload::candidate_deployment(target, self.exp, replicas)?;
+        self.apply(candidate).await?;
+        if self.exp.spec.traffic.router == Router::GatewayApi {
+            self.apply(self.candidate_service()?).await?;
+        }
+        Ok(())
+    }
+
+    fn user_service(&self) -> Result<&'a Service> {
+        self.fetched.service.as_ref().ok_or_else(|| {
+            self.route_error("the Service it sends the target's traffic to was not found")
+        })
+    }
+
+    fn candidate_service(&self) -> Result<Service> {
+        let target = self.target("create the candidate Service")?;
+        Ok(traffic::candidate_service(
+            self.user_service()?,
+            target,
+            self.exp,
+        )?)
+    }
+
+    fn baseline_service(&self) -> Result<Service> {
+        let target = self.target("create the baseline Service")?;
+        let hash = self.fetched.baseline_hash.as_deref().ok_or_else(|| {
+            self.route_error("the target's current ReplicaSet (pod-template-hash) was not found")
+        })?;
+        Ok(traffic::baseline_service(
+            self.user_service()?,
+            target,
+            self.exp,
+            hash,
+        )?)
+    }
+
+    async fn scale_target(&self, replicas: i32) -> Result<()> {
+        let target = self.target("scale the target")?;
+        let api: Api<Deployment> = Api::namespaced(self.ctx.client.clone(), &self.ns);
+        let patch = json!({ "spec": { "replicas": replicas } });
+        api.patch(
+            &target.name_any(),
+            &self.update_params(),
+            &Patch::Merge(&patch),
+        )
+        .await?;
+        Ok(())
+    }
+
+    /// The promoted pod template replaces the whole template (a merge patch replaces lists), and
+    /// carries the resourceVersion it was computed from, so a concurrent edit of the target is a
+    /// conflict rather than silently overwritten.
+    async fn promote_target(&self) -> Result<()> {
+        let target = self.target("promote")?;
+        let template = workload::promoted_template(
+            target,
+            &self.exp.spec.candidate,
+            self.exp.spec.container.as_deref(),
+        )?;
+        let patch = json!({
+            "metadata": { "resourceVersion": target.resource_version() },
+            "spec": { "template": template },
+        });
+        let api: Api<Deployment> = Api::namespaced(self.ctx.client.clone(), &self.ns);
+        api.patch(
+            &target.name_any(),
+            &self.update_params(),
+            &Patch::Merge(&patch),
+        )
+        .await?;
+        Ok(())
+    }
+
+    fn route_error(&self, reason: &str) -> Error {
+        Error::Route {
+            name: self.exp.spec.traffic.http_route.clone().unwrap_or_default(),
+            reason: reason.to_string(),
+        }
+    }
+
+    fn route(&self) -> Result<&'a serde_json::Value> {
+        self.fetched
+            .route
+            .as_ref()
+            .ok_or_else(|| self.route_error("not found"))
+    }
+
+    /// The patch carries the route's resourceVersion (see `traffic`), so a concurrent edit
+    /// is a conflict and the next reconcile recomputes from a fresh read.
+    async fn patch_route(&self, patch: serde_json::Value) -> Result<()> {
+        let name = self.exp.spec.traffic.http_route.clone().unwrap_or_default();
+        let api: Api<DynamicObject> =
+            Api::namespaced_with(self.ctx.client.clone(), &self.ns, &http_route_resource());
+        api.patch(&name, &self.update_params(), &Patch::Merge(&patch))
+            .await?;
+        Ok(())
+    }
+
+    async fn set_route_weights(&self, candidate_weight: i32) -> Result<()> {
+        let baseline = self.baseline_service()?;
+        let candidate = self.candidate_service()?;
+        let (baseline_name, candidate_name) = (baseline.name_any(), candidate.name_any());
+        self.apply(baseline).await?;
+        self.apply(candidate).await?;
+        let route = self.route()?;
+        let patch = traffic::weighted_route_patch(
+            route,
+            &self.user_service()?.name_any(),
+            &baseline_name,
+            &candidate_name,
+            candidate_weight,
+        )?;
+        self.patch_route(patch).await
+    }
+
+    async fn restore_route(&self) -> Result<()> {
+        let Some(route) = self.fetched.route.as_ref() else {
+            // Nothing to restore on a route that no longer exists.
+            return Ok(());
+        };
+        let original = self
+            .original_route
+            .ok_or_else(|| self.route_error("its original backendRefs were never saved"))?;
+        let patch = traffic::restore_route_patch(route, original)?;
+        self.patch_route(patch).await
+    }
+
+    /// Deletes the candidate Deployment and, for gatewayAPI, the variant Services. Background
+    /// propagation returns at once; a 404 means it is already gone.
+    async fn remove_candidate(&self) -> Result<()> {
+        let dp = DeleteParams::background();
+        let deployments: Api<Deployment> = Api::namespaced(self.ctx.client.clone(), &self.ns);
+        let name = workload::candidate_name(&self.exp.spec.target_ref.name);
+        ignore_not_found(deployments.delete(&name, &dp).await)?;
+        if self.exp.spec.traffic.router == Router::GatewayApi {
+            if let Some(service) = &self.fetched.service {
+                let services: Api<Service> = Api::namespaced(self.ctx.client.clone(), &self.ns);
+                for name in [
+                    workload::candidate_service_name(&service.name_any()),
+                    workload::baseline_service_name(&service.name_any()),
+                ] {
+                    ignore_not_found(services.delete(&name, &dp).await)?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Events are best effort: a refused Event must not stop a rollback half way.
+    async fn event(&self, type_: EventType, reason: &str, message: &str) {
+        let event = Event {
+            type_: match type_ {
+                EventType::Normal => KubeEventType::Normal,
+                EventType::Warning => KubeEventType::Warning,
+            },
+            reason: reason.to_string(),
+            note: Some(message.chars().take(1000).collect()),
+            action: "Reconcile".into(),
+            secondary: None,
+        };
+        let reference = self.exp.object_ref(&());
+        if let Err(e) = self.ctx.recorder.publish(&event, &reference).await {
+            tracing::warn!(error = %e, reason, "could not publish event");
+        }
+    }
+}
+
+fn ignore_not_found<T>(r: std::result::Result<T, kube::Error>) -> Result<()> {
+    match r {
+        Ok(_) => Ok(()),
+        Err(e) if is_not_found(&e) => Ok(()),
+        Err(e) => Err(e.into()),
+    }
+}

@@ -1,0 +1,69 @@
+//! Running one analysis from a reconcile: where the variants are, and a Prometheus client with
+//! the configured timeout. A Prometheus that cannot even be addressed is an Inconclusive
+//! analysis (never a Pass, never a reconcile error), like any other Prometheus failure.
+
+use jiff::Timestamp;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use kube::ResourceExt;
+
+use super::context::Context;
+use super::error::{Error, Result};
+use super::observe::Fetched;
+use crate::analysis::{self, AnalysisContext, PrometheusClient};
+use crate::api::{AnalysisRecord, ConcurrencyExperiment, ConcurrencyExperimentStatus, Verdict};
+use crate::plan::AnalysisOutcome;
+use crate::workload;
+
+/// Where the analysis looks, or `None` when the target is gone (nothing to compare).
+pub fn analysis_context(
+    exp: &ConcurrencyExperiment,
+    fetched: &Fetched,
+    status: &ConcurrencyExperimentStatus,
+    effective_weight: i32,
+    now: Timestamp,
+) -> Result<Option<AnalysisContext>> {
+    let Some(target) = &fetched.target else {
+        return Ok(None);
+    };
+    let container = workload::app_container(target, exp.spec.container.as_deref())?;
+    Ok(Some(AnalysisContext {
+        namespace: exp.namespace().ok_or(Error::MissingNamespace)?,
+        container: container.name.clone(),
+        baseline_deployment: target.name_any(),
+        candidate_deployment: workload::candidate_name(&target.name_any()),
+        stage_index: status.stage_index.unwrap_or_default(),
+        weight: effective_weight,
+        now,
+    }))
+}
+
+pub async fn run(
+    ctx: &Context,
+    exp: &ConcurrencyExperiment,
+    fetched: &Fetched,
+    status: &ConcurrencyExperimentStatus,
+    effective_weight: i32,
+    now: Timestamp,
+) -> Result<Option<AnalysisOutcome>> {
+    let Some(actx) = analysis_context(exp, fetched, status, effective_weight, now)? else {
+        return Ok(None);
+    };
+    let url = &exp.spec.analysis.prometheus.url;
+    let outcome = match PrometheusClient::new(url, ctx.settings.prometheus_timeout) {
+        Ok(client) => analysis::analyse(&client, &exp.spec, &actx, &status.analyses).await,
+        Err(e) => AnalysisOutcome {
+            record: AnalysisRecord {
+                at: Time(now),
+                stage_index: actx.stage_index,
+                weight: actx.weight,
+                verdict: Verdict::Inconclusive,
+                baseline_requests: None,
+                candidate_requests: None,
+                checks: Vec::new(),
+                reason: Some(format!("Prometheus {url}: {e}")),
+            },
+            recommendation: None,
+        },
+    };
+    Ok(Some(outcome))
+}

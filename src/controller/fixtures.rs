@@ -1,0 +1,398 @@
+//! Test fixtures: objects as the API server would return them, and a recording fake API
+//! server behind kube's mocked service (tower-test), so tests assert the exact calls made.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+
+use http::{Request, Response, StatusCode};
+use k8s_openapi::api::apps::v1::Deployment;
+use kube::client::Body;
+use kube::runtime::controller::Action as Requeue;
+use kube::runtime::reflector;
+use kube::runtime::watcher;
+use kube::Client;
+use serde_json::{json, Value};
+use tokio::task::JoinHandle;
+
+use super::context::{Context, Settings, FINALIZER};
+use super::reconcile::reconcile;
+use crate::api::{ConcurrencyExperiment, Phase};
+use crate::telemetry::Metrics;
+
+pub const NS: &str = "shop";
+pub const EXP_UID: &str = "5a1e0c2e-0000-4000-8000-000000000001";
+pub const TARGET_UID: &str = "5a1e0c2e-0000-4000-8000-000000000002";
+
+/// `storefront-puma-4`: storefront from puma 2×6 to puma 2×4, replicas router, default stages.
+pub fn experiment() -> ConcurrencyExperiment {
+    serde_json::from_value(json!({
+        "apiVersion": "concurrency.dev/v1alpha1",
+        "kind": "ConcurrencyExperiment",
+        "metadata": {
+            "name": "storefront-puma-4", "namespace": NS, "uid": EXP_UID,
+            "generation": 1, "resourceVersion": "100",
+            "creationTimestamp": "2026-11-30T01:00:00Z",
+        },
+        "spec": {
+            "targetRef": {"name": "storefront"},
+            "container": "web",
+            "candidate": {"server": "puma", "workers": 2, "threads": 4},
+            "analysis": {
+                "prometheus": {"url": "http://prometheus.monitoring:9090"},
+                "checks": [{"metric": "latency", "quantile": 0.99, "maxIncrease": "10%"}],
+            },
+        },
+    }))
+    .unwrap()
+}
+
+/// The experiment after its first reconcile: finalizer in place.
+pub fn with_finalizer(mut exp: ConcurrencyExperiment) -> ConcurrencyExperiment {
+    exp.metadata.finalizers = Some(vec![FINALIZER.to_string()]);
+    exp
+}
+
+/// The target: 6 ready pods of puma 2×6.
+pub fn target(replicas: i32, ready: i32) -> Deployment {
+    serde_json::from_value(json!({
+        "apiVersion": "apps/v1", "kind": "Deployment",
+        "metadata": {
+            "name": "storefront", "namespace": NS, "uid": TARGET_UID,
+            "generation": 3, "resourceVersion": "200",
+            "annotations": {"deployment.kubernetes.io/revision": "2"},
+        },
+        "spec": {
+            "replicas": replicas,
+            "selector": {"matchLabels": {"app": "storefront"}},
+            "template": {
+                "metadata": {"labels": {"app": "storefront"}},
+                "spec": {"containers": [{
+                    "name": "web", "image": "registry.example/storefront:1.4",
+                    "env": [
+                        {"name": "WEB_CONCURRENCY", "value": "2"},
+                        {"name": "RAILS_MAX_THREADS", "value": "6"},
+                    ],
+                }]},
+            },
+        },
+        "status": {
+            "observedGeneration": 3, "replicas": replicas, "updatedReplicas": replicas,
+            "readyReplicas": ready, "availableReplicas": ready,
+        },
+    }))
+    .unwrap()
+}
+
+/// The experiment with the gatewayAPI router on HTTPRoute `storefront`.
+pub fn gateway_experiment() -> ConcurrencyExperiment {
+    let mut exp = with_finalizer(experiment());
+    exp.spec.traffic =
+        serde_json::from_value(json!({"router": "gatewayAPI", "httpRoute": "storefront"})).unwrap();
+    exp
+}
+
+/// The route, the user's Service and the target's current ReplicaSet, stored in `fake`.
+pub fn gateway_objects(fake: FakeApi) -> FakeApi {
+    fake.with(ROUTE, json!({
+        "apiVersion": "gateway.networking.k8s.io/v1", "kind": "HTTPRoute",
+        "metadata": {"name": "storefront", "namespace": NS, "resourceVersion": "50"},
+        "spec": {"parentRefs": [{"name": "gw"}], "rules": [{"backendRefs": [{"name": "storefront", "port": 80}]}]},
+    }))
+    .with(&format!("{SERVICES}/storefront"), json!({
+        "apiVersion": "v1", "kind": "Service",
+        "metadata": {"name": "storefront", "namespace": NS},
+        "spec": {"selector": {"app": "storefront"}, "ports": [{"port": 80, "targetPort": 3000}]},
+    }))
+    .with(&format!("{REPLICA_SETS}/storefront-7d9f8b6c5d"), json!({
+        "apiVersion": "apps/v1", "kind": "ReplicaSet",
+        "metadata": {
+            "name": "storefront-7d9f8b6c5d", "namespace": NS,
+            "labels": {"app": "storefront", "pod-template-hash": "7d9f8b6c5d"},
+            "annotations": {"deployment.kubernetes.io/revision": "2"},
+            "ownerReferences": [{"apiVersion": "apps/v1", "kind": "Deployment", "name": "storefront",
+                                 "uid": TARGET_UID, "controller": true}],
+        },
+    }))
+}
+
+/// One reconcile of the experiment as currently stored in the fake.
+pub async fn reconcile_stored(fake: &FakeApi) -> Result<Requeue, super::Error> {
+    let exp: ConcurrencyExperiment = fake.get(EXP).expect("experiment stored");
+    let (ctx, server) = fake.context(std::slice::from_ref(&exp));
+    let result = reconcile(Arc::new(exp), ctx).await;
+    server.abort();
+    result
+}
+
+pub fn stored_phase(fake: &FakeApi) -> Phase {
+    let exp: ConcurrencyExperiment = fake.get(EXP).unwrap();
+    exp.status.unwrap_or_default().phase
+}
+
+/// What the Deployment controller would report once `ready` pods of `path` are up.
+pub fn set_ready(fake: &FakeApi, path: &str, ready: i32) {
+    let mut d: Deployment = fake.get(path).unwrap();
+    let replicas = d.spec.as_ref().and_then(|s| s.replicas).unwrap_or(1);
+    let generation = d.metadata.generation.unwrap_or(1);
+    d.metadata.generation = Some(generation);
+    d.status = Some(
+        serde_json::from_value(json!({
+            "observedGeneration": generation, "replicas": replicas, "updatedReplicas": replicas,
+            "readyReplicas": ready, "availableReplicas": ready,
+        }))
+        .unwrap(),
+    );
+    fake.put(path, d);
+}
+
+/// One request as the fake API server saw it.
+#[derive(Clone, Debug)]
+pub struct Call {
+    pub method: String,
+    /// Path and query, e.g. `/apis/apps/v1/namespaces/shop/deployments/storefront`.
+    pub uri: String,
+    pub content_type: Option<String>,
+    pub body: Value,
+}
+
+impl Call {
+    /// `METHOD path` without the query, for comparing call sequences.
+    pub fn line(&self) -> String {
+        let path = self.uri.split('?').next().unwrap_or_default();
+        format!("{} {}", self.method, path)
+    }
+    /// The query parameters, sorted.
+    pub fn query(&self) -> Vec<String> {
+        let q = self.uri.split_once('?').map(|(_, q)| q).unwrap_or_default();
+        let mut params: Vec<String> = q
+            .split('&')
+            .filter(|p| !p.is_empty())
+            .map(String::from)
+            .collect();
+        params.sort();
+        params
+    }
+}
+
+/// A small stateful fake API server keyed by object path: GET and DELETE (404 when absent),
+/// server-side apply stores the body, JSON patches and merge patches are applied (a merge patch
+/// carrying a stale `metadata.resourceVersion` is a 409), POST (Events) is accepted. Every call
+/// is recorded in order.
+#[derive(Clone)]
+pub struct FakeApi {
+    pub objects: Arc<Mutex<BTreeMap<String, Value>>>,
+    pub calls: Arc<Mutex<Vec<Call>>>,
+    version: Arc<std::sync::atomic::AtomicU64>,
+    /// Shared by every Context made from this fake, so tests can read what was recorded.
+    pub metrics: Metrics,
+}
+
+impl Default for FakeApi {
+    fn default() -> Self {
+        Self {
+            objects: Default::default(),
+            calls: Default::default(),
+            version: Arc::new(1000.into()),
+            metrics: Metrics::new(),
+        }
+    }
+}
+
+pub const EXP: &str =
+    "/apis/concurrency.dev/v1alpha1/namespaces/shop/concurrencyexperiments/storefront-puma-4";
+pub const TARGET: &str = "/apis/apps/v1/namespaces/shop/deployments/storefront";
+pub const CANDIDATE: &str = "/apis/apps/v1/namespaces/shop/deployments/storefront-candidate";
+pub const ROUTE: &str = "/apis/gateway.networking.k8s.io/v1/namespaces/shop/httproutes/storefront";
+pub const SERVICES: &str = "/api/v1/namespaces/shop/services";
+pub const REPLICA_SETS: &str = "/apis/apps/v1/namespaces/shop/replicasets";
+/// Collections the fake answers LIST calls for.
+const LISTED: [&str; 2] = ["services", "replicasets"];
+pub const EVENTS: &str = "/apis/events.k8s.io/v1/namespaces/shop/events";
+
+impl FakeApi {
+    pub fn with(self, path: &str, obj: impl serde::Serialize) -> Self {
+        self.put(path, obj);
+        self
+    }
+
+    /// The stored object at `path`, as its type.
+    pub fn get<T: serde::de::DeserializeOwned>(&self, path: &str) -> Option<T> {
+        let obj = self.objects.lock().unwrap().get(path).cloned()?;
+        Some(serde_json::from_value(obj).unwrap())
+    }
+
+    pub fn put(&self, path: &str, obj: impl serde::Serialize) {
+        self.objects
+            .lock()
+            .unwrap()
+            .insert(path.to_string(), serde_json::to_value(obj).unwrap());
+    }
+
+    pub fn clear_calls(&self) {
+        self.calls.lock().unwrap().clear();
+    }
+
+    pub fn calls(&self) -> Vec<Call> {
+        self.calls.lock().unwrap().clone()
+    }
+
+    /// The calls other than Event creation, as `METHOD path` lines.
+    pub fn lines(&self) -> Vec<String> {
+        self.calls()
+            .iter()
+            .filter(|c| !c.uri.starts_with(EVENTS))
+            .map(Call::line)
+            .collect()
+    }
+
+    /// Reasons of the Events published, in order.
+    pub fn event_reasons(&self) -> Vec<String> {
+        self.calls()
+            .iter()
+            .filter(|c| c.uri.starts_with(EVENTS))
+            .map(|c| c.body["reason"].as_str().unwrap_or_default().to_string())
+            .collect()
+    }
+
+    /// A Context whose client talks to this fake; `experiments` fill the controller cache.
+    pub fn context(&self, experiments: &[ConcurrencyExperiment]) -> (Arc<Context>, JoinHandle<()>) {
+        let (service, mut handle) = tower_test::mock::pair::<Request<Body>, Response<Body>>();
+        let fake = self.clone();
+        let server = tokio::spawn(async move {
+            while let Some((request, send)) = handle.next_request().await {
+                let response = fake.answer(request).await;
+                send.send_response(response);
+            }
+        });
+        let (store, mut writer) = reflector::store::<ConcurrencyExperiment>();
+        writer.apply_watcher_event(&watcher::Event::Init);
+        for e in experiments {
+            writer.apply_watcher_event(&watcher::Event::InitApply(e.clone()));
+        }
+        writer.apply_watcher_event(&watcher::Event::InitDone);
+        let client = Client::new(service, NS);
+        let ctx = Context::new(
+            client,
+            self.metrics.clone(),
+            Settings::default(),
+            vec![store],
+        );
+        (Arc::new(ctx), server)
+    }
+
+    async fn answer(&self, request: Request<Body>) -> Response<Body> {
+        let method = request.method().to_string();
+        let uri = request.uri().to_string();
+        let content_type = request
+            .headers()
+            .get(http::header::CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .map(String::from);
+        let bytes = request.into_body().collect_bytes().await.unwrap();
+        let body: Value = if bytes.is_empty() {
+            Value::Null
+        } else {
+            serde_json::from_slice(&bytes)
+                .unwrap_or(Value::String(String::from_utf8_lossy(&bytes).into_owned()))
+        };
+        self.calls.lock().unwrap().push(Call {
+            method: method.clone(),
+            uri: uri.clone(),
+            content_type: content_type.clone(),
+            body: body.clone(),
+        });
+        let path = uri.split('?').next().unwrap_or_default().to_string();
+        let key = path.strip_suffix("/status").unwrap_or(&path).to_string();
+        let mut objects = self.objects.lock().unwrap();
+        match method.as_str() {
+            "GET" => match objects.get(&key) {
+                Some(obj) => json_response(StatusCode::OK, obj),
+                None if LISTED.iter().any(|r| key.ends_with(&format!("/{r}"))) => {
+                    // A list: every stored object directly under the collection path.
+                    let prefix = format!("{key}/");
+                    let items: Vec<&Value> = objects
+                        .iter()
+                        .filter(|(k, _)| k.strip_prefix(&prefix).is_some_and(|n| !n.contains('/')))
+                        .map(|(_, v)| v)
+                        .collect();
+                    json_response(StatusCode::OK, &json!({"metadata": {}, "items": items}))
+                }
+                None => status_response(StatusCode::NOT_FOUND, "NotFound", &path),
+            },
+            "DELETE" => match objects.remove(&key) {
+                Some(_) => json_response(
+                    StatusCode::OK,
+                    &json!({"kind": "Status", "status": "Success"}),
+                ),
+                None => status_response(StatusCode::NOT_FOUND, "NotFound", &path),
+            },
+            "POST" => json_response(StatusCode::CREATED, &body),
+            "PATCH" => {
+                let ct = content_type.unwrap_or_default();
+                let mut obj = objects.get(&key).cloned().unwrap_or(Value::Null);
+                if ct.starts_with("application/apply-patch") {
+                    obj = body;
+                } else if ct.starts_with("application/json-patch") {
+                    let ops: json_patch::Patch =
+                        serde_json::from_value(apiserver_test_semantics(&obj, body)).unwrap();
+                    if json_patch::patch(&mut obj, &ops).is_err() {
+                        return status_response(StatusCode::UNPROCESSABLE_ENTITY, "Invalid", &path);
+                    }
+                } else {
+                    if obj.is_null() {
+                        return status_response(StatusCode::NOT_FOUND, "NotFound", &path);
+                    }
+                    let expected = body.pointer("/metadata/resourceVersion").cloned();
+                    let stored = obj.pointer("/metadata/resourceVersion").cloned();
+                    if expected.is_some() && expected != stored {
+                        return status_response(StatusCode::CONFLICT, "Conflict", &path);
+                    }
+                    json_patch::merge(&mut obj, &body);
+                }
+                // Every write is a new resourceVersion, as on a real API server.
+                let version = self
+                    .version
+                    .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                if let Some(meta) = obj.get_mut("metadata").and_then(Value::as_object_mut) {
+                    meta.insert("resourceVersion".into(), json!(version.to_string()));
+                }
+                objects.insert(key, obj.clone());
+                json_response(StatusCode::OK, &obj)
+            }
+            _ => status_response(StatusCode::METHOD_NOT_ALLOWED, "MethodNotAllowed", &path),
+        }
+    }
+}
+
+/// The API server's JSON patch `test` of `null` succeeds on a missing path (that is how a
+/// first finalizer is added safely); the json-patch crate's does not, so such tests are dropped
+/// here when the path is indeed missing.
+fn apiserver_test_semantics(obj: &Value, ops: Value) -> Value {
+    let Value::Array(ops) = ops else { return ops };
+    Value::Array(
+        ops.into_iter()
+            .filter(|op| {
+                let missing = op["path"]
+                    .as_str()
+                    .is_some_and(|p| obj.pointer(p).is_none());
+                !(op["op"] == "test" && op["value"].is_null() && missing)
+            })
+            .collect(),
+    )
+}
+
+fn json_response(code: StatusCode, value: &Value) -> Response<Body> {
+    let mut r = Response::new(Body::from(serde_json::to_vec(value).unwrap()));
+    *r.status_mut() = code;
+    r
+}
+
+fn status_response(code: StatusCode, reason: &str, path: &str) -> Response<Body> {
+    json_response(
+        code,
+        &json!({
+            "kind": "Status", "apiVersion": "v1", "status": "Failure",
+            "message": format!("{path}: {reason}"), "reason": reason, "code": code.as_u16(),
+        }),
+    )
+}

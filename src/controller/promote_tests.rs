@@ -1,0 +1,138 @@
+//! A whole experiment through every stage to promotion, against the fake API server and a
+//! fake Prometheus that reports the same healthy numbers for both variants.
+
+use std::time::Duration;
+
+use k8s_openapi::api::apps::v1::Deployment;
+use serde_json::{json, Value};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpListener;
+
+use super::fixtures::*;
+use crate::api::{ConcurrencyExperiment, Phase};
+
+/// Answers every instant query with one sample of `value`; returns its base URL.
+async fn fake_prometheus(value: &'static str) -> String {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    tokio::spawn(async move {
+        while let Ok((mut socket, _)) = listener.accept().await {
+            tokio::spawn(async move {
+                let mut request = Vec::new();
+                let mut buf = [0u8; 4096];
+                while !request.windows(4).any(|w| w == b"\r\n\r\n") {
+                    match socket.read(&mut buf).await {
+                        Ok(0) | Err(_) => return,
+                        Ok(n) => request.extend_from_slice(&buf[..n]),
+                    }
+                }
+                let body = json!({"status": "success", "data": {"resultType": "vector",
+                    "result": [{"metric": {}, "value": [1796000000, value]}]}})
+                .to_string();
+                let response = format!(
+                    "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                    body.len()
+                );
+                let _ = socket.write_all(response.as_bytes()).await;
+            });
+        }
+    });
+    url
+}
+
+/// What time and the Deployment controller would do between two reconciles: the current
+/// stage's clock and the last analysis move an hour into the past, and every Deployment
+/// becomes ready at its wanted size (rolled out).
+fn let_an_hour_pass(fake: &FakeApi) {
+    let mut exp: Value = fake.get(EXP).unwrap();
+    for field in ["stageStartedAt", "lastAnalysisAt"] {
+        if let Some(at) = exp["status"][field].as_str() {
+            let at: jiff::Timestamp = at.parse().unwrap();
+            exp["status"][field] = json!(at - jiff::SignedDuration::from_hours(1));
+        }
+    }
+    fake.put(EXP, exp);
+    for path in [TARGET, CANDIDATE] {
+        if let Some(d) = fake.get::<Deployment>(path) {
+            set_ready(fake, path, d.spec.and_then(|s| s.replicas).unwrap_or(1));
+        }
+    }
+}
+
+#[tokio::test]
+async fn passing_analyses_promote_the_candidate_into_the_target() {
+    let mut exp = with_finalizer(experiment());
+    exp.spec.analysis.prometheus.url = fake_prometheus("100").await;
+    let fake = FakeApi::default().with(EXP, exp).with(TARGET, target(6, 6));
+    for _ in 0..30 {
+        reconcile_stored(&fake).await.unwrap();
+        if stored_phase(&fake) == Phase::Succeeded {
+            break;
+        }
+        let_an_hour_pass(&fake);
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    let exp: ConcurrencyExperiment = fake.get(EXP).unwrap();
+    let status = exp.status.unwrap();
+    assert_eq!(status.phase, Phase::Succeeded, "{:?}", status.message);
+    assert!(status
+        .analyses
+        .iter()
+        .all(|a| a.verdict == crate::api::Verdict::Pass));
+
+    let calls = fake.calls();
+    let promote = calls
+        .iter()
+        .position(|c| {
+            c.line() == format!("PATCH {TARGET}") && c.body["spec"]["template"].is_object()
+        })
+        .expect("the promotion patch");
+    let body = &calls[promote].body;
+    assert_eq!(
+        calls[promote].content_type.as_deref(),
+        Some("application/merge-patch+json")
+    );
+    assert!(
+        body["metadata"]["resourceVersion"].is_string(),
+        "guarded by resourceVersion"
+    );
+    let env = &body["spec"]["template"]["spec"]["containers"][0]["env"];
+    assert!(
+        env.as_array()
+            .unwrap()
+            .contains(&json!({"name": "RAILS_MAX_THREADS", "value": "4"})),
+        "{env}"
+    );
+    let delete = calls
+        .iter()
+        .position(|c| c.line() == format!("DELETE {CANDIDATE}"))
+        .expect("candidate removed");
+    assert!(
+        promote < delete,
+        "the candidate goes only after the target runs its config"
+    );
+
+    let target: Deployment = fake.get(TARGET).unwrap();
+    assert_eq!(
+        target.spec.unwrap().replicas,
+        Some(6),
+        "back to its original size"
+    );
+    assert!(fake.get::<Deployment>(CANDIDATE).is_none());
+    let metrics = fake.metrics.encode();
+    assert!(
+        metrics.contains("concurrency_promotions_total 1\n"),
+        "{metrics}"
+    );
+    assert!(
+        metrics.contains("concurrency_analyses_total{verdict=\"Pass\"}"),
+        "{metrics}"
+    );
+    let reasons = fake.event_reasons();
+    for reason in ["Started", "StageAdvanced", "Succeeded"] {
+        assert!(
+            reasons.iter().any(|r| r == reason),
+            "{reason} in {reasons:?}"
+        );
+    }
+}

@@ -1,0 +1,264 @@
+//! One reconcile: finalizer → observe → (analysis when due) → stage machine → act → status.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use kube::api::{Patch, PatchParams};
+use kube::runtime::controller::Action as Requeue;
+use kube::runtime::events::{Event, EventType};
+use kube::{Api, Resource, ResourceExt};
+use serde_json::json;
+
+use super::act::Actor;
+use super::context::{Context, FIELD_MANAGER, FINALIZER};
+use super::error::{is_not_found, Error, Result};
+use super::observe;
+use super::status::{self, Written};
+use crate::api::{
+    ConcurrencyExperiment, ConcurrencyExperimentStatus, DecisionAction, Phase, Router,
+};
+use crate::plan::{self, Step};
+use crate::{traffic, workload};
+
+/// Entry point for the controller: times the reconcile, records errors as metric and Event.
+pub async fn reconcile(exp: Arc<ConcurrencyExperiment>, ctx: Arc<Context>) -> Result<Requeue> {
+    let started = Instant::now();
+    let result = reconcile_inner(&exp, &ctx).await;
+    ctx.metrics.observe_reconcile(started.elapsed());
+    match &result {
+        Ok(_) => ctx.clear_failures(&key(&exp)),
+        Err(e) => {
+            // The error policy cannot await, so the Warning Event is sent here.
+            let event = Event {
+                type_: EventType::Warning,
+                reason: e.category().to_string(),
+                note: Some(e.to_string().chars().take(1000).collect()),
+                action: "Reconcile".into(),
+                secondary: None,
+            };
+            if let Err(err) = ctx.recorder.publish(&event, &exp.object_ref(&())).await {
+                tracing::warn!(error = %err, "could not publish error event");
+            }
+        }
+    }
+    result
+}
+
+/// Failed reconciles retry with a per-experiment exponential backoff.
+pub fn error_policy(exp: Arc<ConcurrencyExperiment>, error: &Error, ctx: Arc<Context>) -> Requeue {
+    ctx.metrics.record_reconcile_error(error.category());
+    let delay = ctx.backoff_after_failure(&key(&exp));
+    tracing::warn!(
+        experiment = %key(&exp),
+        category = error.category(),
+        error = %error,
+        retry_in = ?delay,
+        "reconcile failed"
+    );
+    Requeue::requeue(delay)
+}
+
+fn key(exp: &ConcurrencyExperiment) -> String {
+    format!("{}/{}", exp.namespace().unwrap_or_default(), exp.name_any())
+}
+
+async fn reconcile_inner(exp: &ConcurrencyExperiment, ctx: &Context) -> Result<Requeue> {
+    let ns = exp.namespace().ok_or(Error::MissingNamespace)?;
+    let api: Api<ConcurrencyExperiment> = Api::namespaced(ctx.client.clone(), &ns);
+    let deleting = exp.meta().deletion_timestamp.is_some();
+    let has_finalizer = exp.finalizers().iter().any(|f| f == FINALIZER);
+    if !has_finalizer {
+        if deleting {
+            // Not ours to hold (deleted before the first reconcile, or already released).
+            return Ok(Requeue::await_change());
+        }
+        add_finalizer(&api, exp).await?;
+        // The patch is itself a change event; the next reconcile continues from there.
+        return Ok(Requeue::await_change());
+    }
+
+    let fetched = observe::fetch(&ctx.client, &ctx.experiments(), exp).await?;
+    let now = jiff::Timestamp::now();
+    let mut observations = observe::observations(exp, &fetched, now);
+    let current = exp.status.clone().unwrap_or_default();
+
+    if !deleting
+        && observations.spec_error.is_none()
+        && plan::analysis_due(&exp.spec, &current, now)
+    {
+        let weight = observations.effective_weight;
+        observations.analysis =
+            super::analyse::run(ctx, exp, &fetched, &current, weight, now).await?;
+    }
+
+    let mut step = plan::step(&exp.spec, &current, &observations);
+    remember_route(exp, &fetched, &mut step.status);
+
+    // Status first: the decision is on record before anything changes, and a decision made
+    // from a stale status (someone else wrote meanwhile) is dropped instead of acted on.
+    let written = status::write(&api, exp, &step.status, &ctx.settings.field_manager).await?;
+    match written {
+        Written::Superseded => {
+            tracing::info!(experiment = %key(exp), "status changed meanwhile; deciding again");
+            return Ok(Requeue::requeue(Duration::from_millis(500)));
+        }
+        Written::Gone => return Ok(Requeue::await_change()),
+        Written::Unchanged | Written::Saved => {}
+    }
+    let original_route = step
+        .status
+        .original
+        .as_ref()
+        .and_then(|o| o.route_backend_refs.as_deref());
+    Actor::new(ctx, exp, &fetched, original_route)?
+        .execute(&step.actions)
+        .await?;
+    record_metrics(ctx, &exp.spec, &current, &step, &observations);
+
+    if deleting && step.release_finalizer {
+        remove_finalizer(&api, exp).await?;
+        return Ok(Requeue::await_change());
+    }
+    Ok(match step.requeue_after {
+        Some(d) => Requeue::requeue(d),
+        // A slow resync in case a watch event is missed; cheap for finished experiments.
+        None => Requeue::requeue(super::RESYNC),
+    })
+}
+
+/// gatewayAPI: keep the route's backendRefs as they were before the experiment touched them,
+/// so a rollback or deletion can put them back exactly. Saved once, with the first status.
+fn remember_route(
+    exp: &ConcurrencyExperiment,
+    fetched: &observe::Fetched,
+    status: &mut ConcurrencyExperimentStatus,
+) {
+    if exp.spec.traffic.router != Router::GatewayApi {
+        return;
+    }
+    let (Some(original), Some(route), Some(service)) = (
+        status.original.as_mut(),
+        fetched.route.as_ref(),
+        fetched.service.as_ref(),
+    ) else {
+        return;
+    };
+    // A route the operator already split is not the original; never record that.
+    let service = service.name_any();
+    let split = traffic::route_weight(
+        route,
+        &workload::baseline_service_name(&service),
+        &workload::candidate_service_name(&service),
+    )
+    .is_some();
+    if original.route_backend_refs.is_none() && !split {
+        original.route_backend_refs = traffic::route_backend_refs(route)
+            .ok()
+            .map(|refs| refs.to_string());
+    }
+}
+
+fn record_metrics(
+    ctx: &Context,
+    spec: &crate::api::ConcurrencyExperimentSpec,
+    before: &ConcurrencyExperimentStatus,
+    step: &Step,
+    observations: &plan::Observations,
+) {
+    if let Some(outcome) = &observations.analysis {
+        ctx.metrics.record_analysis(outcome.record.verdict);
+        for check in &outcome.record.checks {
+            let metric = spec
+                .analysis
+                .checks
+                .iter()
+                .find(|c| c.display_name() == check.name)
+                .and_then(|c| c.metric);
+            ctx.metrics.record_check_result(metric, check.verdict);
+        }
+    }
+    let after = &step.status;
+    if after.phase != before.phase {
+        match after.phase {
+            Phase::Succeeded => ctx.metrics.record_promotion(),
+            Phase::RolledBack => {
+                let reason = after
+                    .decision
+                    .as_ref()
+                    .filter(|d| d.action == DecisionAction::Rollback)
+                    .map(|d| d.reason.as_str())
+                    .unwrap_or("Unknown");
+                ctx.metrics.record_rollback(reason);
+            }
+            _ => {}
+        }
+    }
+    ctx.metrics.set_experiment_phases(
+        ctx.experiments()
+            .iter()
+            .map(|e| e.status.as_ref().map(|s| s.phase).unwrap_or_default()),
+    );
+}
+
+/// JSON patch with a `test` of the current list, so two writers never lose each other's
+/// finalizers (a failed test is a 422 and the reconcile retries from a fresh read).
+async fn add_finalizer(
+    api: &Api<ConcurrencyExperiment>,
+    exp: &ConcurrencyExperiment,
+) -> Result<()> {
+    let patch = match &exp.meta().finalizers {
+        None => json!([
+            {"op": "test", "path": "/metadata/finalizers", "value": null},
+            {"op": "add", "path": "/metadata/finalizers", "value": [FINALIZER]},
+        ]),
+        Some(current) => json!([
+            {"op": "test", "path": "/metadata/finalizers", "value": current},
+            {"op": "add", "path": "/metadata/finalizers/-", "value": FINALIZER},
+        ]),
+    };
+    json_patch(api, exp, patch).await
+}
+
+async fn remove_finalizer(
+    api: &Api<ConcurrencyExperiment>,
+    exp: &ConcurrencyExperiment,
+) -> Result<()> {
+    let finalizers = exp.finalizers();
+    let Some(index) = finalizers.iter().position(|f| f == FINALIZER) else {
+        return Ok(());
+    };
+    let patch = json!([
+        {"op": "test", "path": format!("/metadata/finalizers/{index}"), "value": FINALIZER},
+        {"op": "remove", "path": format!("/metadata/finalizers/{index}")},
+    ]);
+    json_patch(api, exp, patch).await
+}
+
+async fn json_patch(
+    api: &Api<ConcurrencyExperiment>,
+    exp: &ConcurrencyExperiment,
+    patch: serde_json::Value,
+) -> Result<()> {
+    let patch = serde_json::from_value(patch).map_err(|source| Error::Serialize {
+        what: "finalizer patch",
+        source,
+    })?;
+    api.patch(
+        &exp.name_any(),
+        &PatchParams {
+            field_manager: Some(FIELD_MANAGER.to_string()),
+            ..PatchParams::default()
+        },
+        &Patch::Json::<()>(patch),
+    )
+    .await
+    .map(|_| ())
+    .or_else(|e| {
+        // Already gone: a finalizer released by an earlier reconcile let the deletion finish.
+        if is_not_found(&e) {
+            Ok(())
+        } else {
+            Err(e.into())
+        }
+    })
+}

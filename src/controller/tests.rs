@@ -1,0 +1,341 @@
+//! The reconciler against a fake API server: the exact calls, their order and their bodies.
+
+use std::sync::Arc;
+
+use k8s_openapi::api::apps::v1::Deployment;
+use kube::runtime::controller::Action as Requeue;
+use serde_json::{json, Value};
+
+use super::fixtures::*;
+use super::reconcile::reconcile;
+use crate::api::{ConcurrencyExperiment, Phase, ANNOTATION_ABORT};
+
+#[tokio::test]
+async fn first_reconcile_only_adds_the_finalizer() {
+    let fake = FakeApi::default()
+        .with(EXP, experiment())
+        .with(TARGET, target(6, 6));
+    let requeue = reconcile_stored(&fake).await.unwrap();
+    assert_eq!(requeue, Requeue::await_change());
+    assert_eq!(fake.lines(), [format!("PATCH {EXP}")]);
+    let call = &fake.calls()[0];
+    assert_eq!(
+        call.content_type.as_deref(),
+        Some("application/json-patch+json")
+    );
+    assert_eq!(
+        call.body,
+        json!([
+            {"op": "test", "path": "/metadata/finalizers", "value": null},
+            {"op": "add", "path": "/metadata/finalizers", "value": ["concurrency.dev/restore-baseline"]},
+        ])
+    );
+    let stored: ConcurrencyExperiment = fake.get(EXP).unwrap();
+    assert_eq!(
+        stored.metadata.finalizers.unwrap(),
+        ["concurrency.dev/restore-baseline"]
+    );
+}
+
+#[tokio::test]
+async fn pending_experiment_applies_the_candidate_after_recording_status() {
+    let fake = FakeApi::default()
+        .with(EXP, with_finalizer(experiment()))
+        .with(TARGET, target(6, 6));
+    reconcile_stored(&fake).await.unwrap();
+    assert_eq!(
+        fake.lines(),
+        [
+            format!("GET {TARGET}"),
+            format!("GET {CANDIDATE}"),
+            format!("PATCH {EXP}/status"),
+            format!("PATCH {CANDIDATE}"),
+        ]
+    );
+    let calls = fake.calls();
+    let apply = calls
+        .iter()
+        .find(|c| c.line() == format!("PATCH {CANDIDATE}"))
+        .unwrap();
+    assert_eq!(
+        apply.query(),
+        ["fieldManager=concurrency-operator", "force=true"]
+    );
+    assert_eq!(
+        apply.content_type.as_deref(),
+        Some("application/apply-patch+yaml")
+    );
+    assert_eq!(
+        apply.body["metadata"]["ownerReferences"],
+        json!([{
+            "apiVersion": "concurrency.dev/v1alpha1", "kind": "ConcurrencyExperiment",
+            "name": "storefront-puma-4", "uid": EXP_UID,
+            "controller": true, "blockOwnerDeletion": true,
+        }])
+    );
+    // Stage 1 of 30% on 6 pods: 2 candidate pods running puma 2×4.
+    assert_eq!(apply.body["spec"]["replicas"], json!(2));
+    let env = &apply.body["spec"]["template"]["spec"]["containers"][0]["env"];
+    assert!(
+        env.as_array()
+            .unwrap()
+            .contains(&json!({"name": "RAILS_MAX_THREADS", "value": "4"})),
+        "{env}"
+    );
+    // The target is the user's: untouched until the candidate is ready.
+    assert!(!fake.lines().contains(&format!("PATCH {TARGET}")));
+    assert_eq!(fake.event_reasons(), ["Started"]);
+
+    let status = &calls
+        .iter()
+        .find(|c| c.line() == format!("PATCH {EXP}/status"))
+        .unwrap();
+    assert_eq!(
+        status.content_type.as_deref(),
+        Some("application/merge-patch+json")
+    );
+    assert_eq!(status.body["metadata"]["resourceVersion"], json!("100"));
+    let s = &status.body["status"];
+    assert_eq!(s["phase"], json!("Progressing"));
+    assert_eq!(s["stage"], json!("1/3"));
+    assert_eq!(s["plannedWeight"], json!(30));
+    assert_eq!(s["original"], json!({"replicas": 6}));
+    assert_eq!(s["observedGeneration"], json!(1));
+}
+
+#[tokio::test]
+async fn a_rollback_restores_the_target_before_deleting_the_candidate() {
+    let fake = FakeApi::default()
+        .with(EXP, with_finalizer(experiment()))
+        .with(TARGET, target(6, 6));
+    // Into stage 1: candidate applied and ready, target shrunk to 4 and ready.
+    reconcile_stored(&fake).await.unwrap();
+    set_ready(&fake, CANDIDATE, 2);
+    reconcile_stored(&fake).await.unwrap();
+    assert!(
+        fake.lines().contains(&format!("PATCH {TARGET}")),
+        "{:?}",
+        fake.lines()
+    );
+    assert_eq!(
+        fake.get::<Deployment>(TARGET)
+            .unwrap()
+            .spec
+            .unwrap()
+            .replicas,
+        Some(4)
+    );
+    set_ready(&fake, TARGET, 4);
+    reconcile_stored(&fake).await.unwrap();
+    assert_eq!(stored_phase(&fake), Phase::Progressing);
+
+    // The user aborts.
+    let mut exp: ConcurrencyExperiment = fake.get(EXP).unwrap();
+    exp.metadata.annotations = Some([(ANNOTATION_ABORT.to_string(), "true".to_string())].into());
+    fake.put(EXP, exp);
+    fake.clear_calls();
+    reconcile_stored(&fake).await.unwrap();
+    assert_eq!(stored_phase(&fake), Phase::RollingBack);
+    let target_patch = fake
+        .calls()
+        .into_iter()
+        .find(|c| c.line() == format!("PATCH {TARGET}"))
+        .unwrap();
+    assert_eq!(
+        target_patch.content_type.as_deref(),
+        Some("application/merge-patch+json")
+    );
+    assert_eq!(target_patch.body, json!({"spec": {"replicas": 6}}));
+    // Capacity first: the candidate stays until the baseline is ready at full size.
+    assert!(
+        !fake.lines().iter().any(|l| l.starts_with("DELETE")),
+        "{:?}",
+        fake.lines()
+    );
+
+    set_ready(&fake, TARGET, 6);
+    fake.clear_calls();
+    reconcile_stored(&fake).await.unwrap();
+    let delete = fake
+        .calls()
+        .into_iter()
+        .find(|c| c.method == "DELETE")
+        .unwrap();
+    assert_eq!(delete.line(), format!("DELETE {CANDIDATE}"));
+    assert_eq!(delete.body["propagationPolicy"], json!("Background"));
+    assert!(fake.get::<Deployment>(CANDIDATE).is_none());
+
+    reconcile_stored(&fake).await.unwrap();
+    assert_eq!(stored_phase(&fake), Phase::RolledBack);
+    assert!(fake.event_reasons().contains(&"RolledBack".to_string()));
+    let metrics = fake.metrics.encode();
+    assert!(
+        metrics.contains("concurrency_rollbacks_total{reason=\"Aborted\"} 1\n"),
+        "{metrics}"
+    );
+}
+
+#[tokio::test]
+async fn a_status_conflict_from_a_spec_edit_is_retried_on_a_fresh_read() {
+    let fake = FakeApi::default()
+        .with(EXP, with_finalizer(experiment()))
+        .with(TARGET, target(6, 6));
+    let exp: ConcurrencyExperiment = fake.get(EXP).unwrap();
+    // Someone edits the experiment after the controller read it: same status, new version.
+    let mut edited = exp.clone();
+    edited.metadata.resource_version = Some("101".into());
+    fake.put(EXP, edited);
+    let (ctx, server) = fake.context(std::slice::from_ref(&exp));
+    reconcile(Arc::new(exp), ctx).await.unwrap();
+    server.abort();
+    let lines = fake.lines();
+    assert_eq!(
+        lines[2..5],
+        [
+            format!("PATCH {EXP}/status"),
+            format!("GET {EXP}"),
+            format!("PATCH {EXP}/status")
+        ]
+    );
+    let retried = &fake
+        .calls()
+        .into_iter()
+        .filter(|c| c.line() == format!("PATCH {EXP}/status"))
+        .nth(1)
+        .unwrap();
+    assert_eq!(retried.body["metadata"]["resourceVersion"], json!("101"));
+    assert_eq!(stored_phase(&fake), Phase::Progressing);
+    assert!(lines.contains(&format!("PATCH {CANDIDATE}")));
+}
+
+#[tokio::test]
+async fn a_decision_from_a_stale_status_is_dropped_not_acted_on() {
+    let fake = FakeApi::default()
+        .with(EXP, with_finalizer(experiment()))
+        .with(TARGET, target(6, 6));
+    let exp: ConcurrencyExperiment = fake.get(EXP).unwrap();
+    let mut moved = exp.clone();
+    moved.metadata.resource_version = Some("101".into());
+    moved.status = Some(crate::api::ConcurrencyExperimentStatus {
+        phase: Phase::Invalid,
+        ..Default::default()
+    });
+    fake.put(EXP, moved);
+    let (ctx, server) = fake.context(std::slice::from_ref(&exp));
+    let requeue = reconcile(Arc::new(exp), ctx).await.unwrap();
+    server.abort();
+    assert_eq!(
+        requeue,
+        Requeue::requeue(std::time::Duration::from_millis(500))
+    );
+    assert!(
+        !fake.lines().contains(&format!("PATCH {CANDIDATE}")),
+        "{:?}",
+        fake.lines()
+    );
+    assert!(fake.event_reasons().is_empty());
+}
+
+#[tokio::test]
+async fn deleting_mid_flight_restores_the_baseline_then_releases_the_finalizer() {
+    let fake = FakeApi::default()
+        .with(EXP, with_finalizer(experiment()))
+        .with(TARGET, target(6, 6));
+    reconcile_stored(&fake).await.unwrap();
+    set_ready(&fake, CANDIDATE, 2);
+    reconcile_stored(&fake).await.unwrap();
+    set_ready(&fake, TARGET, 4);
+
+    let mut exp: ConcurrencyExperiment = fake.get(EXP).unwrap();
+    exp.metadata.deletion_timestamp = Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+        jiff::Timestamp::now(),
+    ));
+    fake.put(EXP, exp);
+    fake.clear_calls();
+    reconcile_stored(&fake).await.unwrap();
+    assert!(fake.lines().contains(&format!("PATCH {TARGET}")));
+    let finalizers = |f: &FakeApi| {
+        f.get::<ConcurrencyExperiment>(EXP)
+            .unwrap()
+            .metadata
+            .finalizers
+    };
+    assert_eq!(
+        finalizers(&fake).unwrap().len(),
+        1,
+        "held while the baseline is short"
+    );
+
+    set_ready(&fake, TARGET, 6);
+    reconcile_stored(&fake).await.unwrap();
+    assert!(fake.get::<Deployment>(CANDIDATE).is_none());
+    reconcile_stored(&fake).await.unwrap();
+    let last = fake
+        .calls()
+        .into_iter()
+        .rev()
+        .find(|c| c.method == "PATCH")
+        .unwrap();
+    assert_eq!(last.line(), format!("PATCH {EXP}"));
+    assert_eq!(
+        last.body,
+        json!([
+            {"op": "test", "path": "/metadata/finalizers/0", "value": "concurrency.dev/restore-baseline"},
+            {"op": "remove", "path": "/metadata/finalizers/0"},
+        ])
+    );
+    assert_eq!(finalizers(&fake).unwrap_or_default(), Vec::<String>::new());
+}
+
+#[tokio::test]
+async fn a_second_experiment_on_the_same_target_is_invalid_and_touches_nothing() {
+    let first = with_finalizer(experiment());
+    let mut second: ConcurrencyExperiment = serde_json::from_value({
+        let mut v: Value = serde_json::to_value(&first).unwrap();
+        v["metadata"]["name"] = json!("storefront-falcon");
+        v["metadata"]["uid"] = json!("5a1e0c2e-0000-4000-8000-000000000009");
+        v["metadata"]["creationTimestamp"] = json!("2026-11-30T01:30:00Z");
+        v
+    })
+    .unwrap();
+    second.metadata.resource_version = Some("7".into());
+    let path = EXP.replace("storefront-puma-4", "storefront-falcon");
+    let fake = FakeApi::default()
+        .with(&path, &second)
+        .with(TARGET, target(6, 6));
+    let (ctx, server) = fake.context(&[first, second.clone()]);
+    reconcile(Arc::new(second), ctx).await.unwrap();
+    server.abort();
+    let stored: ConcurrencyExperiment = fake.get(&path).unwrap();
+    let status = stored.status.unwrap();
+    assert_eq!(status.phase, Phase::Invalid);
+    assert!(status
+        .message
+        .unwrap()
+        .contains("storefront-puma-4 already targets"));
+    assert!(fake
+        .lines()
+        .iter()
+        .all(|l| !l.contains("deployments/storefront-candidate") || l.starts_with("GET")));
+    assert_eq!(fake.event_reasons(), ["Invalid"]);
+}
+
+#[tokio::test]
+async fn an_experiment_already_gone_is_not_an_error() {
+    // A second reconcile queued for an experiment whose finalizer was just released.
+    let mut exp = with_finalizer(experiment());
+    exp.metadata.deletion_timestamp = Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+        jiff::Timestamp::now(),
+    ));
+    exp.status = Some(crate::api::ConcurrencyExperimentStatus {
+        phase: Phase::RolledBack,
+        ..Default::default()
+    });
+    let fake = FakeApi::default().with(TARGET, target(6, 6));
+    let (ctx, server) = fake.context(std::slice::from_ref(&exp));
+    let requeue = reconcile(Arc::new(exp), ctx).await.unwrap();
+    server.abort();
+    assert_eq!(requeue, Requeue::await_change());
+    assert_eq!(fake.lines().last().unwrap(), &format!("PATCH {EXP}/status"));
+    assert!(fake.event_reasons().is_empty());
+}
