@@ -112,6 +112,9 @@ impl std::fmt::Display for Limit {
     }
 }
 
+/// Longest limit text accepted (`"1536Mi"` is 6); keeps CEL's cost estimate within budget.
+pub const MAX_LIMIT_LEN: usize = 32;
+
 impl schemars::JsonSchema for Limit {
     fn schema_name() -> std::borrow::Cow<'static, str> {
         "Limit".into()
@@ -119,8 +122,11 @@ impl schemars::JsonSchema for Limit {
     fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
         // Same shape as Kubernetes' IntOrString so `max: 5` and `max: "500ms"` are both accepted;
         // a structural schema cannot put a pattern on only the string branch, so CEL checks it.
+        // maxLength bounds the rule's estimated cost: without it a real apiserver refuses the
+        // whole CRD (rule cost over budget); it applies to the string form only.
         schemars::json_schema!({
             "x-kubernetes-int-or-string": true,
+            "maxLength": MAX_LIMIT_LEN,
             "anyOf": [{"type": "integer"}, {"type": "string"}],
             "x-kubernetes-validations": [{
                 "rule": format!("string(self).matches('{LIMIT_PATTERN}')"),
@@ -177,6 +183,18 @@ pub fn parse_percent(field: &str, value: &str) -> Result<f64, QuantityError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn limit_schema_bounds_its_length_for_the_cel_cost_budget() {
+        // kube-apiserver 1.34 refused the CRD without this bound (cost 15x over budget).
+        let schema = schemars::SchemaGenerator::default().into_root_schema_for::<Limit>();
+        let v = serde_json::to_value(&schema).unwrap();
+        assert_eq!(v["maxLength"], serde_json::json!(MAX_LIMIT_LEN));
+        assert!(v["x-kubernetes-validations"][0]["rule"]
+            .as_str()
+            .unwrap()
+            .contains("matches("));
+    }
 
     #[test]
     fn durations_parse_like_go() {

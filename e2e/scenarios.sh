@@ -1,0 +1,256 @@
+# The end-to-end scenarios (sourced by e2e/run). Each runs under `set -e`: any failed command
+# or assertion fails it.
+# shellcheck shell=bash
+CHART=${CHART:-$ROOT/charts/concurrency-operator}
+LATENCY_CHECK='[{metric: latency, quantile: 0.9, maxIncrease: "50%", max: 250ms}, {metric: errorRate, max: "5%"}]'
+
+# install_operator [HELM_ARGS...]: helm install (or upgrade) the chart with the local image;
+# waits for Ready (the readiness probe is /readyz) and checks the CRD is there.
+install_operator() {
+  helm upgrade --install "$E2E_RELEASE" "$CHART" -n "$E2E_OP_NS" --create-namespace \
+    --set image.repository=concurrency-operator --set image.tag=e2e --set image.pullPolicy=Never \
+    --set logFormat=text --set logLevel=info,concurrency_operator=debug "$@" --wait --timeout 120s >/dev/null
+  kubectl -n "$E2E_OP_NS" rollout status "deploy/$E2E_RELEASE-concurrency-operator" --timeout=120s >/dev/null
+  kubectl get crd concurrencyexperiments.concurrency.dev >/dev/null
+}
+uninstall_operator() {
+  helm uninstall "$E2E_RELEASE" -n "$E2E_OP_NS" --wait --timeout 60s >/dev/null
+  local left
+  left=$(kubectl get clusterrole,clusterrolebinding -o name | grep -c "$E2E_RELEASE-concurrency-operator" || true)
+  [[ $left == 0 ]] || fail "helm uninstall left $left cluster RBAC objects"
+  left=$(kubectl -n "$E2E_OP_NS" get deploy,sa,role,rolebinding,svc -o name | wc -l)
+  [[ $left == 0 ]] || fail "helm uninstall left $left objects in $E2E_OP_NS"
+  log "helm uninstall: no operator objects left (the CRD stays, as Helm does with crds/)"
+}
+operator_pods() { kubectl -n "$E2E_OP_NS" get pods -l app.kubernetes.io/name=concurrency-operator -o name; }
+operator_logs() { kubectl -n "$E2E_OP_NS" logs -l app.kubernetes.io/name=concurrency-operator --tail=-1 --prefix; }
+
+# no_rbac_denials: the operator's logs never show a 403 from the apiserver.
+no_rbac_denials() {
+  if operator_logs | grep -Ei 'forbidden|403' >&2; then fail "the operator was denied API access (above)"; fi
+}
+
+# progress NS NAME: print stage, planned vs effective weight and the observed split while the
+# experiment runs; returns when it reaches a final phase. Prints detection-to-rollback time.
+progress() {
+  local ns=$1 name=$2 last="" line ph t_fail=""
+  while :; do
+    ph=$(phase "$ns" "$name")
+    line=$(field "$ns" "$name" '"%s stage=%s planned=%s effective=%s verdict=%s failed=%s inconclusive=%s" % (s.get("phase"), s.get("stage"), s.get("plannedWeight"), s.get("effectiveWeight"), s.get("lastVerdict"), s.get("failedAnalyses"), s.get("inconclusiveAnalyses"))')
+    if [[ $line != "$last" ]]; then
+      log "  $name: $line observed-candidate-split(last 15s)=$(observed_split "$ns" 15)%"
+      last=$line
+    fi
+    [[ -z $t_fail && $ph == RollingBack ]] && t_fail=$(date +%s)
+    case $ph in Succeeded | RolledBack | Invalid) break ;; esac
+    sleep 2
+  done
+  if [[ $ph == RolledBack ]]; then
+    field "$ns" "$name" '"detection-to-rollback: decision at %s, RolledBack condition at %s" % ((s.get("decision") or {}).get("at"), next((c.get("lastTransitionTime") for c in s.get("conditions", []) if c["type"] == "RolledBack"), None))' >&2
+  fi
+}
+
+# assert_baseline_restored NS: the target is back to Puma 2×6 with all its replicas, no candidate.
+assert_baseline_restored() {
+  local ns=$1
+  [[ $(deploy_env "$ns" storefront RAILS_MAX_THREADS) == 6 ]] || fail "target's threads changed"
+  [[ $(kubectl -n "$ns" get deploy storefront -o jsonpath='{.spec.replicas}') == "$E2E_REPLICAS" ]] \
+    || fail "target's replicas not restored to $E2E_REPLICAS"
+  wait_until 60 "candidate Deployment gone" bash -c "! kubectl -n $ns get deploy storefront-candidate"
+}
+
+# ---------------------------------------------------------------------------------------------
+scenario_invalid() {
+  local n=0 f expect out ns=e2e-invalid
+  new_ns $ns
+  for f in "$E2E"/manifests/invalid/*.yaml; do
+    expect=$(sed -n 's/^# expect: //p' "$f")
+    [[ -n $expect ]] || fail "$f has no '# expect:' line"
+    if out=$(kubectl -n $ns apply -f "$f" 2>&1); then
+      fail "$(basename "$f") was accepted: $out"
+    fi
+    # The apiserver writes list indices as [0]; take the field's last dotted part as well.
+    if ! grep -qF -- "$expect" <<<"$out"; then
+      fail "$(basename "$f"): refusal does not name $expect: $out"
+    fi
+    n=$((n + 1))
+  done
+  [[ $n -ge 8 ]] || fail "only $n invalid manifests"
+  log "  $n invalid manifests refused by the apiserver, each naming its field"
+  # And the documented examples are accepted (the CEL rules fit the apiserver's cost budget).
+  for f in "$ROOT"/examples/*.yaml; do
+    kubectl -n $ns apply --dry-run=server -f "$f" >/dev/null || fail "example $(basename "$f") refused"
+  done
+  kubectl delete ns $ns --wait=false >/dev/null
+}
+
+scenario_promote() {
+  local ns=e2e-promote
+  new_ns $ns
+  deploy_target $ns
+  start_load $ns 240
+  experiment $ns threads '{server: puma, workers: 2, threads: 4}' "$LATENCY_CHECK"
+  wait_until 30 "experiment picked up" bash -c "[[ -n \$(kubectl -n $ns get cexp threads -o jsonpath='{.status.phase}') ]]"
+  progress $ns threads
+  kubectl -n $ns wait --for=condition=Succeeded cexp/threads --timeout=10s >/dev/null
+  [[ $(field $ns threads 's["decision"]["action"]') == Promote ]] || fail "decision is not Promote"
+  [[ $(deploy_env $ns storefront RAILS_MAX_THREADS) == 4 ]] || fail "target does not have the candidate's threads"
+  [[ $(deploy_env $ns storefront WEB_CONCURRENCY) == 2 ]] || fail "target does not have the candidate's workers"
+  [[ $(kubectl -n $ns get deploy storefront -o jsonpath='{.spec.replicas}') == "$E2E_REPLICAS" ]] || fail "target replicas changed"
+  wait_until 60 "candidate Deployment gone" bash -c "! kubectl -n $ns get deploy storefront-candidate"
+  has_event $ns threads Promoting || fail "no Promoting Event"
+  has_event $ns threads Succeeded || fail "no Succeeded Event"
+  # Every stage was analysed, in order.
+  [[ $(field $ns threads 'sorted({a["stageIndex"] for a in s["analyses"]})') == "[0, 1, 2]" ]] \
+    || log "  note: analyses kept in status: $(field $ns threads '[a["stageIndex"] for a in s["analyses"]]')"
+  field $ns threads '"recommendation: " + str((s.get("recommendation") or {}).get("message"))' >&2
+  no_rbac_denials
+  stop_load $ns
+}
+
+# rollback_with NS NAME CANDIDATE CHECKS CHECK_NAME: the candidate fails CHECK_NAME at the first
+# stage; while rolling back, ready pods never drop below the baseline's replica count.
+rollback_with() {
+  local ns=$1 name=$2 candidate=$3 checks=$4 check=$5 min_ready=99 r
+  experiment "$ns" "$name" "$candidate" "$checks"
+  wait_until 60 "first stage reached" bash -c "[[ \$(kubectl -n $ns get cexp $name -o jsonpath='{.status.stageIndex}') == 0 ]]"
+  progress "$ns" "$name" &
+  local prog=$!
+  # Serving capacity: ready pods behind the Service (baseline + candidate), sampled each second.
+  while kill -0 $prog 2>/dev/null; do
+    r=$(ready_pods "$ns" app=storefront)
+    [[ $r -lt $min_ready ]] && min_ready=$r
+    sleep 1
+  done
+  wait $prog
+  [[ $(phase "$ns" "$name") == RolledBack ]] || fail "phase is $(phase "$ns" "$name"), not RolledBack"
+  kubectl -n "$ns" wait --for=condition=RolledBack "cexp/$name" --timeout=10s >/dev/null
+  [[ $min_ready -ge $E2E_REPLICAS ]] || fail "ready pods dropped to $min_ready (< $E2E_REPLICAS) during the experiment"
+  log "  ready pods never below $min_ready (baseline $E2E_REPLICAS)"
+  [[ $(field "$ns" "$name" 's["decision"]["action"]') == Rollback ]] || fail "decision is not Rollback"
+  local failed
+  failed=$(field "$ns" "$name" 'next((c for a in s["analyses"] for c in a["checks"] if c["verdict"] == "Fail"), None)')
+  log "  failed check: $failed"
+  python3 -c 'import json,sys
+c = json.loads(sys.argv[1]); assert c and c["name"] == sys.argv[2], c
+assert c.get("baseline") is not None or sys.argv[2] == "gvlWait", "no baseline value"
+assert c.get("candidate") is not None and c.get("limit"), "no candidate value or limit"' "$failed" "$check" \
+    || fail "status does not name $check with both values and its limit"
+  field "$ns" "$name" 's["decision"]["message"]' | grep -q "$check" || fail "decision message does not name $check"
+  has_event "$ns" "$name" AnalysisFailed || fail "no AnalysisFailed Event"
+  has_event "$ns" "$name" RolledBack || fail "no RolledBack Event"
+  assert_baseline_restored "$ns"
+}
+
+scenario_rollback_latency() {
+  local ns=e2e-latency
+  new_ns $ns
+  deploy_target $ns
+  start_load $ns 180
+  rollback_with $ns slow '{server: puma, workers: 2, threads: 4, env: [{name: EXTRA_LATENCY_MS, value: "200"}]}' "$LATENCY_CHECK" latency
+  no_rbac_denials
+  stop_load $ns
+}
+
+scenario_memory() {
+  local ns=e2e-memory
+  new_ns $ns
+  deploy_target $ns
+  start_load $ns 180
+  rollback_with $ns leak '{server: puma, workers: 2, threads: 6, env: [{name: MEMORY_GROWTH_KB_PER_REQUEST, value: "256"}]}' \
+    '[{metric: memory, maxIncrease: "30%"}]' memory
+  stop_load $ns
+}
+
+scenario_gvl_wait() {
+  local ns=e2e-gvl
+  new_ns $ns
+  # CPU-bound requests: a single-loop falcon worker makes ready work wait for the loop.
+  E2E_CPU_MS=15 E2E_IO_MS=5 deploy_target $ns
+  start_load $ns 180 20
+  rollback_with $ns falcon '{server: falcon, workers: 1}' '[{metric: gvlWait, max: "10%"}]' gvlWait
+  stop_load $ns
+}
+
+scenario_deleted() {
+  local ns=e2e-deleted
+  new_ns $ns
+  deploy_target $ns
+  start_load $ns 120
+  experiment $ns gone '{server: puma, workers: 2, threads: 4}' "$LATENCY_CHECK"
+  wait_until 90 "candidate ready in stage 1" bash -c "[[ \$(kubectl -n $ns get cexp gone -o jsonpath='{.status.stageIndex}') == 0 && \$(kubectl -n $ns get deploy storefront-candidate -o jsonpath='{.status.readyReplicas}') -ge 1 ]]"
+  local tdel; tdel=$(date +%s)
+  kubectl -n $ns delete cexp gone --timeout=60s >/dev/null
+  assert_baseline_restored $ns
+  kubectl -n $ns rollout status deploy/storefront --timeout=60s >/dev/null
+  log "  deleted mid-flight: baseline restored in $(( $(date +%s) - tdel )) s"
+  stop_load $ns
+}
+
+scenario_prometheus_down() {
+  local ns=e2e-promdown
+  [[ -x $ROOT/e2e/cluster/prometheus ]] || fail "cannot take Prometheus down on this cluster"
+  new_ns $ns
+  deploy_target $ns
+  start_load $ns 180
+  E2E_INCONCLUSIVE_LIMIT=2 experiment $ns blind '{server: puma, workers: 2, threads: 4}' "$LATENCY_CHECK"
+  wait_until 90 "first stage reached" bash -c "[[ \$(kubectl -n $ns get cexp blind -o jsonpath='{.status.stageIndex}') == 0 ]]"
+  "$ROOT/e2e/cluster/prometheus" stop >&2
+  # Prometheus comes back whatever happens, or later scenarios would fail for the wrong reason.
+  progress $ns blind || true
+  "$ROOT/e2e/cluster/prometheus" start >&2
+  [[ $(phase $ns blind) == RolledBack ]] || fail "phase $(phase $ns blind) with Prometheus down"
+  [[ $(field $ns blind 's["decision"]["reason"]') == InconclusiveLimit ]] \
+    || fail "decision reason $(field $ns blind 's["decision"]["reason"]'), not InconclusiveLimit"
+  [[ $(field $ns blind 's.get("stageIndex")') == 0 ]] || fail "advanced past stage 1 without data"
+  has_event $ns blind AnalysisInconclusive || fail "no AnalysisInconclusive Event"
+  assert_baseline_restored $ns
+  stop_load $ns
+}
+
+scenario_operator_killed() {
+  local ns=e2e-killed pod
+  new_ns $ns
+  deploy_target $ns
+  start_load $ns 240
+  experiment $ns restart '{server: puma, workers: 2, threads: 4}' "$LATENCY_CHECK"
+  wait_until 120 "second stage reached" bash -c "[[ \$(kubectl -n $ns get cexp restart -o jsonpath='{.status.stageIndex}') == 1 ]]"
+  pod=$(operator_pods | head -1)
+  log "  killing $pod mid-stage 2"
+  kubectl -n "$E2E_OP_NS" delete "$pod" --grace-period=0 --force >/dev/null 2>&1
+  [[ $(field $ns restart 's.get("stageIndex")') -ge 1 ]] || fail "stage lost"
+  kubectl -n "$E2E_OP_NS" rollout status "deploy/$E2E_RELEASE-concurrency-operator" --timeout=120s >/dev/null
+  progress $ns restart
+  [[ $(phase $ns restart) == Succeeded ]] || fail "did not resume to Succeeded"
+  [[ $(kubectl -n $ns get deploy -o name | wc -l) == 1 ]] || fail "duplicate Deployments: $(kubectl -n $ns get deploy -o name)"
+  [[ $(deploy_env $ns storefront RAILS_MAX_THREADS) == 4 ]] || fail "target does not have the candidate's threads"
+  local n; n=$(events $ns restart | grep -c ' Succeeded:' || true)
+  [[ $n == 1 ]] || fail "$n Succeeded Events (expected exactly 1)"
+  stop_load $ns
+}
+
+scenario_leader_failover() {
+  local ns=e2e-leader holder t0 holder2
+  install_operator --set replicaCount=2
+  wait_until 60 "two ready operator pods" bash -c "[[ \$(kubectl -n $E2E_OP_NS get deploy $E2E_RELEASE-concurrency-operator -o jsonpath='{.status.readyReplicas}') == 2 ]]"
+  new_ns $ns
+  deploy_target $ns
+  start_load $ns 240
+  experiment $ns failover '{server: puma, workers: 2, threads: 4}' "$LATENCY_CHECK"
+  wait_until 120 "second stage reached" bash -c "[[ \$(kubectl -n $ns get cexp failover -o jsonpath='{.status.stageIndex}') == 1 ]]"
+  holder=$(kubectl -n "$E2E_OP_NS" get lease "$E2E_RELEASE-concurrency-operator" -o jsonpath='{.spec.holderIdentity}')
+  [[ -n $holder ]] || fail "no lease holder"
+  log "  killing the leader $holder"
+  t0=$(date +%s)
+  kubectl -n "$E2E_OP_NS" delete pod "$holder" --grace-period=0 --force >/dev/null 2>&1
+  wait_until 60 "a new lease holder" bash -c "h=\$(kubectl -n $E2E_OP_NS get lease $E2E_RELEASE-concurrency-operator -o jsonpath='{.spec.holderIdentity}'); [[ -n \$h && \$h != $holder ]]"
+  holder2=$(kubectl -n "$E2E_OP_NS" get lease "$E2E_RELEASE-concurrency-operator" -o jsonpath='{.spec.holderIdentity}')
+  log "  leadership handed to $holder2 in $(( $(date +%s) - t0 )) s (lease 15 s)"
+  progress $ns failover
+  [[ $(phase $ns failover) == Succeeded ]] || fail "did not continue to Succeeded"
+  [[ $(kubectl -n $ns get deploy -o name | wc -l) == 1 ]] || fail "duplicate Deployments"
+  local n; n=$(events $ns failover | grep -c ' Succeeded:' || true)
+  [[ $n == 1 ]] || fail "$n Succeeded Events (expected exactly 1)"
+  stop_load $ns
+  install_operator --set replicaCount=1
+}
