@@ -56,7 +56,7 @@ prom() {
   curl -sf --max-time 5 "$PROMETHEUS_URL/api/v1/query" --data-urlencode "query=$1" | python3 -c '
 import json, sys
 r = json.load(sys.stdin)["data"]["result"]
-print(r[0]["value"][1] if r else "")'
+print(r[0]["value"][1] if r else "")' 2>/dev/null || true
 }
 
 # ready_pods NS SELECTOR: number of Ready pods matching the label selector.

@@ -35,8 +35,8 @@ no_rbac_denials() {
 progress() {
   local ns=$1 name=$2 last="" line ph t_fail=""
   while :; do
-    ph=$(phase "$ns" "$name")
-    line=$(field "$ns" "$name" '"%s stage=%s planned=%s effective=%s verdict=%s failed=%s inconclusive=%s" % (s.get("phase"), s.get("stage"), s.get("plannedWeight"), s.get("effectiveWeight"), s.get("lastVerdict"), s.get("failedAnalyses"), s.get("inconclusiveAnalyses"))')
+    ph=$(phase "$ns" "$name" || true)
+    line=$(field "$ns" "$name" '"%s stage=%s planned=%s effective=%s verdict=%s failed=%s inconclusive=%s" % (s.get("phase"), s.get("stage"), s.get("plannedWeight"), s.get("effectiveWeight"), s.get("lastVerdict"), s.get("failedAnalyses"), s.get("inconclusiveAnalyses"))' || true)
     if [[ $line != "$last" ]]; then
       log "  $name: $line observed-candidate-split(last 15s)=$(observed_split "$ns" 15)%"
       last=$line
@@ -253,4 +253,71 @@ scenario_leader_failover() {
   [[ $n == 1 ]] || fail "$n Succeeded Events (expected exactly 1)"
   stop_load $ns
   install_operator --set replicaCount=1
+}
+
+# gatewayAPI router: the Gateway API CRDs (from the sigs.k8s.io/gateway-api Go module, or
+# GATEWAY_API_CRDS=DIR) and an HTTPRoute to the target's Service; the route's backendRef
+# weights must equal the planned weight at every stage. There is no gateway controller here:
+# the load still goes through the user's Service (candidate pods carry its labels), which
+# gives both variants requests for the analysis; the route's weights are what is asserted.
+gateway_crds() {
+  local dir=${GATEWAY_API_CRDS:-}
+  if [[ -z $dir ]]; then
+    local ver=${GATEWAY_API_VERSION:-v1.4.0} tmp
+    tmp=$(mktemp -d)
+    dir=$(cd "$tmp" && PATH=$PATH:/usr/local/go/bin GOFLAGS=-mod=mod go mod download -json "sigs.k8s.io/gateway-api@$ver" \
+      | python3 -c 'import json,sys; print(json.load(sys.stdin)["Dir"])')/config/crd/standard
+    rm -rf "$tmp"
+  fi
+  [[ -f $dir/gateway.networking.k8s.io_httproutes.yaml ]] || fail "no Gateway API CRDs in $dir"
+  kubectl apply --server-side -f "$dir/gateway.networking.k8s.io_httproutes.yaml" \
+    -f "$dir/gateway.networking.k8s.io_gateways.yaml" -f "$dir/gateway.networking.k8s.io_gatewayclasses.yaml" >/dev/null
+  kubectl wait --for=condition=Established crd/httproutes.gateway.networking.k8s.io --timeout=30s >/dev/null
+}
+
+# route_weights NS: "baselineService=W candidateService=W" of the HTTPRoute's first rule.
+route_weights() {
+  kubectl -n "$1" get httproute storefront -o json | python3 -c '
+import json, sys
+refs = json.load(sys.stdin)["spec"]["rules"][0]["backendRefs"]
+print(" ".join("%s=%s" % (r["name"], r.get("weight", 1)) for r in refs))'
+}
+
+scenario_gateway() {
+  local ns=e2e-gateway seen="" w planned ph
+  gateway_crds
+  new_ns $ns
+  deploy_target $ns
+  kubectl -n $ns apply -f - >/dev/null <<YAML
+apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata: {name: storefront}
+spec:
+  parentRefs: [{name: shop-gateway}]
+  rules:
+    - backendRefs: [{name: storefront, port: 80}]
+YAML
+  start_load $ns 240
+  experiment $ns routed '{server: puma, workers: 2, threads: 4}' "$LATENCY_CHECK" \
+    '  traffic: {router: gatewayAPI, httpRoute: storefront}'
+  while :; do
+    ph=$(phase $ns routed || true)
+    case $ph in Succeeded | RolledBack | Invalid) break ;; esac
+    planned=$(kubectl -n $ns get cexp routed -o jsonpath='{.status.plannedWeight}' || true)
+    w=$(route_weights $ns 2>/dev/null || true)
+    if [[ $ph == Progressing && -n $planned && $seen != *"[$planned]"* && $w == *"storefront-candidate=$planned"* ]]; then
+      log "  stage weight $planned: route $w, observed split (pods) $(observed_split $ns 15)%"
+      seen+="[$planned]"
+    fi
+    sleep 1
+  done
+  [[ $ph == Succeeded ]] || fail "gateway experiment ended $ph"
+  for planned in 30 70 100; do
+    [[ $seen == *"[$planned]"* ]] || fail "never saw the route at candidate weight $planned (saw $seen)"
+  done
+  [[ $(route_weights $ns) == storefront=* ]] || fail "route not restored to the user's Service: $(route_weights $ns)"
+  [[ $(deploy_env $ns storefront RAILS_MAX_THREADS) == 4 ]] || fail "target does not have the candidate's threads"
+  wait_until 60 "variant Services gone" bash -c "[[ \$(kubectl -n $ns get svc -o name | wc -l) == 1 ]]"
+  no_rbac_denials
+  stop_load $ns
 }
