@@ -9,7 +9,7 @@ LATENCY_CHECK='[{metric: latency, quantile: 0.9, maxIncrease: "50%", max: 250ms}
 install_operator() {
   helm upgrade --install "$E2E_RELEASE" "$CHART" -n "$E2E_OP_NS" --create-namespace \
     --set image.repository=concurrency-operator --set image.tag=e2e --set image.pullPolicy=Never \
-    --set logFormat=text --set logLevel=info,concurrency_operator=debug "$@" --wait --timeout 120s >/dev/null
+    --set logFormat=text "$@" --wait --timeout 120s >/dev/null
   kubectl -n "$E2E_OP_NS" rollout status "deploy/$E2E_RELEASE-concurrency-operator" --timeout=120s >/dev/null
   kubectl get crd concurrencyexperiments.concurrency.dev >/dev/null
 }
@@ -33,8 +33,9 @@ no_rbac_denials() {
 # progress NS NAME: print stage, planned vs effective weight and the observed split while the
 # experiment runs; returns when it reaches a final phase. Prints detection-to-rollback time.
 progress() {
-  local ns=$1 name=$2 last="" line ph t_fail=""
+  local ns=$1 name=$2 last="" line ph t_fail="" end=$(( $(date +%s) + ${E2E_PROGRESS_TIMEOUT_S:-300} ))
   while :; do
+    [[ $(date +%s) -lt $end ]] || fail "$name: no final phase within ${E2E_PROGRESS_TIMEOUT_S:-300} s" || return 1
     ph=$(phase "$ns" "$name" || true)
     line=$(field "$ns" "$name" '"%s stage=%s planned=%s effective=%s verdict=%s failed=%s inconclusive=%s" % (s.get("phase"), s.get("stage"), s.get("plannedWeight"), s.get("effectiveWeight"), s.get("lastVerdict"), s.get("failedAnalyses"), s.get("inconclusiveAnalyses"))' || true)
     if [[ $line != "$last" ]]; then

@@ -195,21 +195,49 @@ pub async fn analyse(
         base_req.as_ref().ok().copied().flatten(),
         cand_req.as_ref().ok().copied().flatten(),
     );
+    // At 100% the baseline serves nothing (the replicas router has scaled it to zero), so it
+    // cannot be measured: the candidate is compared with the baseline's last measured values
+    // and only the candidate needs `minRequests`. Otherwise the last stage could never pass.
+    let baseline_gone = ctx.weight >= 100;
+    let gate = |r: Option<f64>| {
+        if baseline_gone {
+            Some(analysis.min_requests as f64)
+        } else {
+            r
+        }
+    };
     let enough = |r: Option<f64>| r.is_some_and(|v| v >= analysis.min_requests as f64);
-    let current_counts = enough(counts.0) && enough(counts.1);
+    let current_counts = enough(gate(counts.0)) && enough(counts.1);
     let checks: Vec<CheckResult> = checks
         .into_iter()
-        .map(|m| judge_measured(m, analysis, history, current_counts))
+        .map(|mut m| {
+            if baseline_gone {
+                m.result.baseline = last_baseline(history, &m.result.name);
+            }
+            judge_measured(m, analysis, history, current_counts)
+        })
         .collect();
     let (verdict, reason) = match (&base_req, &cand_req) {
-        (Err(e), _) => (Verdict::Inconclusive, format!("baseline {e}")),
+        (Err(e), _) if !baseline_gone => (Verdict::Inconclusive, format!("baseline {e}")),
         (_, Err(e)) => (Verdict::Inconclusive, format!("candidate {e}")),
-        _ => aggregate(&checks, counts.0, counts.1, analysis.min_requests),
+        _ => aggregate(&checks, gate(counts.0), counts.1, analysis.min_requests),
     };
     AnalysisOutcome {
         record: record(verdict, checks, counts, reason),
         recommendation,
     }
+}
+
+/// The baseline's value of check `name` in the latest analysis that measured one (while the
+/// baseline still served traffic).
+pub fn last_baseline(history: &[AnalysisRecord], name: &str) -> Option<f64> {
+    history
+        .iter()
+        .rev()
+        .filter(|a| a.weight < 100)
+        .flat_map(|a| a.checks.iter())
+        .find(|c| c.name == name && c.baseline.is_some_and(f64::is_finite))
+        .and_then(|c| c.baseline)
 }
 
 /// A check's values, before judgement; `limits` is `None` when it could not be measured

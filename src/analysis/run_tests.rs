@@ -106,3 +106,30 @@ fn thin_intervals_do_not_feed_the_statistics() {
     );
     assert_eq!(r, unmeasured);
 }
+
+#[test]
+fn at_100_percent_the_baseline_reference_is_its_last_measured_value() {
+    let rec = |weight: i32, baseline: Option<f64>| AnalysisRecord {
+        at: Time(Timestamp::UNIX_EPOCH),
+        stage_index: 0,
+        weight,
+        verdict: Verdict::Pass,
+        baseline_requests: Some(100.0),
+        candidate_requests: Some(100.0),
+        checks: vec![CheckResult {
+            baseline,
+            ..latency_result(0.0, 0.1)
+        }],
+        reason: None,
+    };
+    let history = vec![
+        rec(33, Some(0.05)),
+        rec(67, Some(0.06)),
+        rec(67, None),
+        rec(100, Some(9.0)),
+    ];
+    // The latest value measured while the baseline served traffic; none at 100%.
+    assert_eq!(last_baseline(&history, "latency"), Some(0.06));
+    assert_eq!(last_baseline(&history, "memory"), None);
+    assert_eq!(last_baseline(&[], "latency"), None);
+}
