@@ -7,11 +7,20 @@ LATENCY_CHECK='[{metric: latency, quantile: 0.9, maxIncrease: "50%", max: 250ms}
 # install_operator [HELM_ARGS...]: helm install (or upgrade) the chart with the local image;
 # waits for Ready (the readiness probe is /readyz) and checks the CRD is there.
 install_operator() {
+  # The tag stays `e2e`; a pod annotation with the image's digest rolls the pods when it changes.
+  local digest
+  digest=$(e2e_image_digest concurrency-operator:e2e)
   helm upgrade --install "$E2E_RELEASE" "$CHART" -n "$E2E_OP_NS" --create-namespace \
     --set image.repository=concurrency-operator --set image.tag=e2e --set image.pullPolicy=Never \
-    --set logFormat=text "$@" --wait --timeout 120s >/dev/null
+    --set logFormat=text --set-string "podAnnotations.e2e/image=$digest" "$@" --wait --timeout 120s >/dev/null
   kubectl -n "$E2E_OP_NS" rollout status "deploy/$E2E_RELEASE-concurrency-operator" --timeout=120s >/dev/null
   kubectl get crd concurrencyexperiments.concurrency.dev >/dev/null
+}
+# e2e_image_digest REF: the image's digest in the local cluster's containerd ("" elsewhere).
+e2e_image_digest() {
+  [[ -n ${CONTAINERD_ADDRESS:-} ]] || return 0
+  ctr --address "$CONTAINERD_ADDRESS" -n k8s.io images ls 2>/dev/null \
+    | awk -v r="docker.io/library/$1" '$1 == r {print substr($3, 8, 12)}'
 }
 uninstall_operator() {
   helm uninstall "$E2E_RELEASE" -n "$E2E_OP_NS" --wait --timeout 60s >/dev/null
@@ -33,14 +42,23 @@ no_rbac_denials() {
 # progress NS NAME: print stage, planned vs effective weight and the observed split while the
 # experiment runs; returns when it reaches a final phase. Prints detection-to-rollback time.
 progress() {
-  local ns=$1 name=$2 last="" line ph t_fail="" end=$(( $(date +%s) + ${E2E_PROGRESS_TIMEOUT_S:-300} ))
+  local ns=$1 name=$2 last="" line ph t_fail="" eff last_eff="" t_eff=0 end=$(( $(date +%s) + ${E2E_PROGRESS_TIMEOUT_S:-300} ))
   while :; do
     [[ $(date +%s) -lt $end ]] || fail "$name: no final phase within ${E2E_PROGRESS_TIMEOUT_S:-300} s" || return 1
     ph=$(phase "$ns" "$name" || true)
     line=$(field "$ns" "$name" '"%s stage=%s planned=%s effective=%s verdict=%s failed=%s inconclusive=%s" % (s.get("phase"), s.get("stage"), s.get("plannedWeight"), s.get("effectiveWeight"), s.get("lastVerdict"), s.get("failedAnalyses"), s.get("inconclusiveAnalyses"))' || true)
     if [[ $line != "$last" ]]; then
-      log "  $name: $line observed-candidate-split(last 15s)=$(observed_split "$ns" 15)%"
+      log "  $name: $line"
       last=$line
+    fi
+    # Planned vs observed split: when the effective weight changes, report the share of
+    # requests the candidate's pods answered since the previous change.
+    eff=$(kubectl -n "$ns" get cexp "$name" -o jsonpath='{.status.plannedWeight}/{.status.effectiveWeight}' 2>/dev/null || true)
+    if [[ $eff != "$last_eff" ]]; then
+      if [[ -n $last_eff && $(( $(date +%s) - t_eff )) -ge 8 ]]; then
+        log "  $name: split planned/effective ${last_eff} -> observed $(observed_split "$ns" $(( $(date +%s) - t_eff - 3 )))% over $(( $(date +%s) - t_eff - 3 )) s"
+      fi
+      last_eff=$eff t_eff=$(date +%s)
     fi
     [[ -z $t_fail && $ph == RollingBack ]] && t_fail=$(date +%s)
     case $ph in Succeeded | RolledBack | Invalid) break ;; esac
@@ -241,9 +259,10 @@ scenario_leader_failover() {
   wait_until 120 "second stage reached" bash -c "[[ \$(kubectl -n $ns get cexp failover -o jsonpath='{.status.stageIndex}') == 1 ]]"
   holder=$(kubectl -n "$E2E_OP_NS" get lease "$E2E_RELEASE-concurrency-operator" -o jsonpath='{.spec.holderIdentity}')
   [[ -n $holder ]] || fail "no lease holder"
-  log "  killing the leader $holder"
+  # The identity is "<pod name>-<random suffix>".
+  log "  killing the leader ${holder%-*} (identity $holder)"
   t0=$(date +%s)
-  kubectl -n "$E2E_OP_NS" delete pod "$holder" --grace-period=0 --force >/dev/null 2>&1
+  kubectl -n "$E2E_OP_NS" delete pod "${holder%-*}" --grace-period=0 --force >/dev/null 2>&1
   wait_until 60 "a new lease holder" bash -c "h=\$(kubectl -n $E2E_OP_NS get lease $E2E_RELEASE-concurrency-operator -o jsonpath='{.spec.holderIdentity}'); [[ -n \$h && \$h != $holder ]]"
   holder2=$(kubectl -n "$E2E_OP_NS" get lease "$E2E_RELEASE-concurrency-operator" -o jsonpath='{.spec.holderIdentity}')
   log "  leadership handed to $holder2 in $(( $(date +%s) - t0 )) s (lease 15 s)"
