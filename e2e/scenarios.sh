@@ -26,9 +26,9 @@ uninstall_operator() {
   helm uninstall "$E2E_RELEASE" -n "$E2E_OP_NS" --wait --timeout 60s >/dev/null
   local left
   left=$(kubectl get clusterrole,clusterrolebinding -o name | grep -c "$E2E_RELEASE-concurrency-operator" || true)
-  [[ $left == 0 ]] || fail "helm uninstall left $left cluster RBAC objects"
-  left=$(kubectl -n "$E2E_OP_NS" get deploy,sa,role,rolebinding,svc -o name | wc -l)
-  [[ $left == 0 ]] || fail "helm uninstall left $left objects in $E2E_OP_NS"
+  [[ $left == 0 ]] || { fail "helm uninstall left $left cluster RBAC objects"; return 1; }
+  left=$(kubectl -n "$E2E_OP_NS" get deploy,sa,role,rolebinding,svc -o name | grep -vx serviceaccount/default || true)
+  [[ -z $left ]] || { fail "helm uninstall left in $E2E_OP_NS: $left"; return 1; }
   log "helm uninstall: no operator objects left (the CRD stays, as Helm does with crds/)"
 }
 operator_pods() { kubectl -n "$E2E_OP_NS" get pods -l app.kubernetes.io/name=concurrency-operator -o name; }
