@@ -22,6 +22,8 @@ mod fixtures;
 #[cfg(test)]
 mod gateway_tests;
 #[cfg(test)]
+mod metrics_tests;
+#[cfg(test)]
 mod promote_tests;
 #[cfg(test)]
 mod run_tests;

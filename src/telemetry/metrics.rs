@@ -1,8 +1,9 @@
 //! The operator's own Prometheus metrics.
 //!
 //! Labels are low-cardinality on purpose: phases, verdicts, check kinds and short error/reason
-//! categories only. Experiment and pod names never become labels (they would grow the series
-//! count without bound); they belong in status, Events and logs.
+//! categories only. Pod names never become labels. The one exception is the per-experiment
+//! gauges (`concurrency_experiment_*`, see `experiment_metrics`): they carry namespace and
+//! experiment, bounded by the experiment objects that exist, and are removed with them.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -15,7 +16,8 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
 use prometheus_client::registry::Registry;
 
-use crate::api::{BuiltinMetric, Phase, Verdict};
+use super::experiment_metrics::ExperimentGauges;
+use crate::api::{BuiltinMetric, ConcurrencyExperimentStatus, Phase, Verdict};
 
 /// Every phase, so that `set_experiment_phases` can reset phases that no longer have experiments.
 pub const ALL_PHASES: [Phase; 8] = [
@@ -71,6 +73,7 @@ pub struct Metrics {
     reconcile_errors: Family<CategoryLabels, Counter>,
     prometheus_query_duration: Histogram,
     leader: Gauge,
+    per_experiment: ExperimentGauges,
 }
 
 impl Default for Metrics {
@@ -93,6 +96,7 @@ impl Metrics {
         // 5 ms .. ~20 s: PromQL over an interval range on a busy Prometheus.
         let prometheus_query_duration = Histogram::new(exponential_buckets(0.005, 2.0, 13));
         let leader = Gauge::default();
+        let per_experiment = ExperimentGauges::default();
 
         registry.register(
             "concurrency_experiments",
@@ -140,6 +144,7 @@ impl Metrics {
             "1 while this replica holds the leader lease",
             leader.clone(),
         );
+        per_experiment.register(&mut registry);
 
         Self {
             registry: Arc::new(registry),
@@ -152,6 +157,7 @@ impl Metrics {
             reconcile_errors,
             prometheus_query_duration,
             leader,
+            per_experiment,
         }
     }
 
@@ -226,6 +232,26 @@ impl Metrics {
 
     pub fn set_leader(&self, is_leader: bool) {
         self.leader.set(i64::from(is_leader));
+    }
+
+    /// Sets the `concurrency_experiment_*` gauges of one experiment from its status.
+    pub fn set_experiment(
+        &self,
+        namespace: &str,
+        name: &str,
+        status: &ConcurrencyExperimentStatus,
+    ) {
+        self.per_experiment.set(namespace, name, status);
+    }
+
+    /// Drops every `concurrency_experiment_*` series of one experiment.
+    pub fn remove_experiment(&self, namespace: &str, name: &str) {
+        self.per_experiment.remove(namespace, name);
+    }
+
+    /// Drops the `concurrency_experiment_*` series of experiments for which `exists` is false.
+    pub fn retain_experiments(&self, exists: impl Fn(&str, &str) -> bool) {
+        self.per_experiment.retain(exists);
     }
 
     /// OpenMetrics text exposition, ending in `# EOF`.
