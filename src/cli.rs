@@ -24,6 +24,9 @@ pub enum Command {
     Crd,
     /// Print the Amdahl thread-count table for a measured I/O share.
     Recommend(RecommendArgs),
+    /// Delete every experiment in the watched namespaces and wait until they are gone (the
+    /// running operator restores each baseline first). Run before uninstalling.
+    Drain(DrainArgs),
 }
 
 #[derive(Args, Debug, Clone)]
@@ -72,6 +75,26 @@ pub struct RunArgs {
         value_parser = duration
     )]
     pub prometheus_timeout: Duration,
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct DrainArgs {
+    /// Namespaces to drain, comma separated; empty drains all namespaces.
+    #[arg(
+        long,
+        env = "CONCURRENCY_OPERATOR_NAMESPACES",
+        value_delimiter = ',',
+        num_args = 0..
+    )]
+    pub namespaces: Vec<String>,
+    /// How long to wait for the experiments to be gone.
+    #[arg(
+        long,
+        env = "CONCURRENCY_OPERATOR_DRAIN_TIMEOUT",
+        default_value = "5m",
+        value_parser = duration
+    )]
+    pub timeout: Duration,
 }
 
 #[derive(Args, Debug, Clone)]
@@ -152,6 +175,25 @@ mod tests {
         assert!(run.leader_election);
         assert_eq!(run.prometheus_timeout, Duration::from_secs(90));
         assert!(parse(&["run", "--prometheus-timeout", "10"]).is_err());
+    }
+
+    #[test]
+    fn drain_defaults_and_flags() {
+        let Command::Drain(d) = parse(&["drain"]).unwrap().command else {
+            panic!("not drain")
+        };
+        assert!(d.namespaces.is_empty());
+        assert_eq!(d.timeout, Duration::from_secs(300));
+        let Command::Drain(d) =
+            parse(&["drain", "--namespaces", "shop,billing", "--timeout", "90s"])
+                .unwrap()
+                .command
+        else {
+            panic!("not drain")
+        };
+        assert_eq!(d.namespaces, ["shop", "billing"]);
+        assert_eq!(d.timeout, Duration::from_secs(90));
+        assert!(parse(&["drain", "--timeout", "soon"]).is_err());
     }
 
     #[test]

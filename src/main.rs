@@ -3,14 +3,14 @@ use std::process::ExitCode;
 use anyhow::Context as _;
 use clap::Parser;
 
-use concurrency_operator::cli::{Cli, Command, RecommendArgs, RunArgs};
+use concurrency_operator::cli::{Cli, Command, DrainArgs, RecommendArgs, RunArgs};
 use concurrency_operator::controller::{self, RunConfig, Settings};
 use concurrency_operator::leader::{LeaderConfig, LeaderElection};
 use concurrency_operator::telemetry::{
     cancel_on_signal, init_logging, install_crypto_provider, CancellationToken, Metrics, Readiness,
     TelemetryServer,
 };
-use concurrency_operator::{analysis, api};
+use concurrency_operator::{analysis, api, drain};
 
 #[tokio::main]
 async fn main() -> ExitCode {
@@ -19,6 +19,7 @@ async fn main() -> ExitCode {
         Command::Crd => crd(),
         Command::Recommend(args) => recommend(&args),
         Command::Run(args) => run(args).await,
+        Command::Drain(args) => drain(args).await,
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -39,6 +40,24 @@ fn recommend(args: &RecommendArgs) -> anyhow::Result<()> {
         "{}",
         analysis::recommendation_table(args.io_ratio, args.min_gain, args.async_above)
     );
+    Ok(())
+}
+
+/// Progress goes to stdout line by line: it is what `kubectl logs` of the uninstall hook shows.
+async fn drain(args: DrainArgs) -> anyhow::Result<()> {
+    install_crypto_provider();
+    let client = kube::Client::try_default()
+        .await
+        .context("connecting to Kubernetes")?;
+    let config = drain::DrainConfig {
+        namespaces: args.namespaces,
+        timeout: args.timeout,
+        poll: std::time::Duration::from_secs(2),
+    };
+    let deleted = drain::drain(client, &config, |line| println!("drain: {line}"))
+        .await
+        .context("draining experiments")?;
+    println!("drain: done, {deleted} experiment(s) deleted and restored to their baseline");
     Ok(())
 }
 
