@@ -370,8 +370,13 @@ mod tests {
         let text = m.encode();
         assert!(!text.contains(r#"experiment="checkout""#), "{text}");
         assert!(text.contains(r#"namespace="billing",experiment="storefront""#));
-        // The families stay declared, so dashboards and the metric-name test still see them.
-        assert!(text.contains("# TYPE concurrency_experiment_weight gauge"));
+        assert_eq!(
+            value(
+                &text,
+                r#"concurrency_experiment_stage_index{namespace="billing",experiment="storefront"}"#
+            ),
+            Some(1.0)
+        );
     }
 
     #[test]
