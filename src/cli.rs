@@ -110,6 +110,17 @@ pub struct RecommendArgs {
     pub async_above: f64,
 }
 
+/// The namespaces to watch or drain, without empty entries: the chart passes
+/// `CONCURRENCY_OPERATOR_NAMESPACES=""` for "all namespaces", which clap reads as one empty
+/// namespace (an API path `namespaces//…` that matches nothing).
+pub fn namespaces(list: &[String]) -> Vec<String> {
+    list.iter()
+        .map(|n| n.trim())
+        .filter(|n| !n.is_empty())
+        .map(String::from)
+        .collect()
+}
+
 fn duration(value: &str) -> Result<Duration, String> {
     parse_duration("duration", value).map_err(|e| e.to_string())
 }
@@ -175,6 +186,22 @@ mod tests {
         assert!(run.leader_election);
         assert_eq!(run.prometheus_timeout, Duration::from_secs(90));
         assert!(parse(&["run", "--prometheus-timeout", "10"]).is_err());
+    }
+
+    #[test]
+    fn an_empty_namespace_list_means_all_namespaces() {
+        let Command::Drain(d) = parse(&["drain", "--namespaces", ""]).unwrap().command else {
+            panic!("not drain")
+        };
+        assert_eq!(d.namespaces, [""]);
+        assert!(namespaces(&d.namespaces).is_empty());
+        let Command::Run(r) = parse(&["run", "--namespaces", "shop, ,billing,"])
+            .unwrap()
+            .command
+        else {
+            panic!("not run")
+        };
+        assert_eq!(namespaces(&r.namespaces), ["shop", "billing"]);
     }
 
     #[test]

@@ -3,7 +3,7 @@ use std::process::ExitCode;
 use anyhow::Context as _;
 use clap::Parser;
 
-use concurrency_operator::cli::{Cli, Command, DrainArgs, RecommendArgs, RunArgs};
+use concurrency_operator::cli::{self, Cli, Command, DrainArgs, RecommendArgs, RunArgs};
 use concurrency_operator::controller::{self, RunConfig, Settings};
 use concurrency_operator::leader::{LeaderConfig, LeaderElection};
 use concurrency_operator::telemetry::{
@@ -50,14 +50,14 @@ async fn drain(args: DrainArgs) -> anyhow::Result<()> {
         .await
         .context("connecting to Kubernetes")?;
     let config = drain::DrainConfig {
-        namespaces: args.namespaces,
+        namespaces: cli::namespaces(&args.namespaces),
         timeout: args.timeout,
         poll: std::time::Duration::from_secs(2),
     };
     let deleted = drain::drain(client, &config, |line| println!("drain: {line}"))
         .await
         .context("draining experiments")?;
-    println!("drain: done, {deleted} experiment(s) deleted and restored to their baseline");
+    println!("drain: done, {deleted} experiment(s) deleted, every baseline in place");
     Ok(())
 }
 
@@ -95,8 +95,9 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
         None
     };
 
+    let namespaces = cli::namespaces(&args.namespaces);
     let config = RunConfig {
-        namespaces: args.namespaces.clone(),
+        namespaces: namespaces.clone(),
         settings: Settings {
             prometheus_timeout: args.prometheus_timeout,
             ..Settings::default()
@@ -106,7 +107,11 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
         leader: election.as_ref().map(LeaderElection::subscribe),
         shutdown: shutdown.clone(),
     };
-    tracing::info!(namespaces = ?args.namespaces, leader_election = args.leader_election, "starting");
+    tracing::info!(
+        ?namespaces,
+        leader_election = args.leader_election,
+        "starting"
+    );
     let result = controller::run(client, config).await;
     // Whatever ended the controllers, stop the rest and release the lease.
     shutdown.cancel();
