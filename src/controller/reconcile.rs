@@ -70,6 +70,7 @@ async fn reconcile_inner(exp: &ConcurrencyExperiment, ctx: &Context) -> Result<R
     if !has_finalizer {
         if deleting {
             // Not ours to hold (deleted before the first reconcile, or already released).
+            ctx.metrics.remove_experiment(&ns, &exp.name_any());
             return Ok(Requeue::await_change());
         }
         add_finalizer(&api, exp).await?;
