@@ -24,6 +24,9 @@ pub enum Command {
     Crd,
     /// Print the Amdahl thread-count table for a measured I/O share.
     Recommend(RecommendArgs),
+    /// Delete every experiment in the watched namespaces and wait until they are gone (the
+    /// running operator restores each baseline first). Run before uninstalling.
+    Drain(DrainArgs),
 }
 
 #[derive(Args, Debug, Clone)]
@@ -75,6 +78,26 @@ pub struct RunArgs {
 }
 
 #[derive(Args, Debug, Clone)]
+pub struct DrainArgs {
+    /// Namespaces to drain, comma separated; empty drains all namespaces.
+    #[arg(
+        long,
+        env = "CONCURRENCY_OPERATOR_NAMESPACES",
+        value_delimiter = ',',
+        num_args = 0..
+    )]
+    pub namespaces: Vec<String>,
+    /// How long to wait for the experiments to be gone.
+    #[arg(
+        long,
+        env = "CONCURRENCY_OPERATOR_DRAIN_TIMEOUT",
+        default_value = "5m",
+        value_parser = duration
+    )]
+    pub timeout: Duration,
+}
+
+#[derive(Args, Debug, Clone)]
 pub struct RecommendArgs {
     /// Measured I/O share of request time, 0..1 (e.g. 0.52) or a percentage (52%).
     #[arg(long, value_parser = share)]
@@ -85,6 +108,17 @@ pub struct RecommendArgs {
     /// I/O share above which an async server (Falcon) is advised.
     #[arg(long, default_value = "95%", value_parser = share)]
     pub async_above: f64,
+}
+
+/// The namespaces to watch or drain, without empty entries: the chart passes
+/// `CONCURRENCY_OPERATOR_NAMESPACES=""` for "all namespaces", which clap reads as one empty
+/// namespace (an API path `namespaces//…` that matches nothing).
+pub fn namespaces(list: &[String]) -> Vec<String> {
+    list.iter()
+        .map(|n| n.trim())
+        .filter(|n| !n.is_empty())
+        .map(String::from)
+        .collect()
 }
 
 fn duration(value: &str) -> Result<Duration, String> {
@@ -152,6 +186,41 @@ mod tests {
         assert!(run.leader_election);
         assert_eq!(run.prometheus_timeout, Duration::from_secs(90));
         assert!(parse(&["run", "--prometheus-timeout", "10"]).is_err());
+    }
+
+    #[test]
+    fn an_empty_namespace_list_means_all_namespaces() {
+        let Command::Drain(d) = parse(&["drain", "--namespaces", ""]).unwrap().command else {
+            panic!("not drain")
+        };
+        assert_eq!(d.namespaces, [""]);
+        assert!(namespaces(&d.namespaces).is_empty());
+        let Command::Run(r) = parse(&["run", "--namespaces", "shop, ,billing,"])
+            .unwrap()
+            .command
+        else {
+            panic!("not run")
+        };
+        assert_eq!(namespaces(&r.namespaces), ["shop", "billing"]);
+    }
+
+    #[test]
+    fn drain_defaults_and_flags() {
+        let Command::Drain(d) = parse(&["drain"]).unwrap().command else {
+            panic!("not drain")
+        };
+        assert!(d.namespaces.is_empty());
+        assert_eq!(d.timeout, Duration::from_secs(300));
+        let Command::Drain(d) =
+            parse(&["drain", "--namespaces", "shop,billing", "--timeout", "90s"])
+                .unwrap()
+                .command
+        else {
+            panic!("not drain")
+        };
+        assert_eq!(d.namespaces, ["shop", "billing"]);
+        assert_eq!(d.timeout, Duration::from_secs(90));
+        assert!(parse(&["drain", "--timeout", "soon"]).is_err());
     }
 
     #[test]

@@ -7,6 +7,7 @@ pub mod analysis;
 pub mod api;
 pub mod cli;
 pub mod controller;
+pub mod drain;
 pub mod leader;
 pub mod plan;
 pub mod telemetry;

@@ -3,14 +3,14 @@ use std::process::ExitCode;
 use anyhow::Context as _;
 use clap::Parser;
 
-use concurrency_operator::cli::{Cli, Command, RecommendArgs, RunArgs};
+use concurrency_operator::cli::{self, Cli, Command, DrainArgs, RecommendArgs, RunArgs};
 use concurrency_operator::controller::{self, RunConfig, Settings};
 use concurrency_operator::leader::{LeaderConfig, LeaderElection};
 use concurrency_operator::telemetry::{
     cancel_on_signal, init_logging, install_crypto_provider, CancellationToken, Metrics, Readiness,
     TelemetryServer,
 };
-use concurrency_operator::{analysis, api};
+use concurrency_operator::{analysis, api, drain};
 
 #[tokio::main]
 async fn main() -> ExitCode {
@@ -19,6 +19,7 @@ async fn main() -> ExitCode {
         Command::Crd => crd(),
         Command::Recommend(args) => recommend(&args),
         Command::Run(args) => run(args).await,
+        Command::Drain(args) => drain(args).await,
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -39,6 +40,24 @@ fn recommend(args: &RecommendArgs) -> anyhow::Result<()> {
         "{}",
         analysis::recommendation_table(args.io_ratio, args.min_gain, args.async_above)
     );
+    Ok(())
+}
+
+/// Progress goes to stdout line by line: it is what `kubectl logs` of the uninstall hook shows.
+async fn drain(args: DrainArgs) -> anyhow::Result<()> {
+    install_crypto_provider();
+    let client = kube::Client::try_default()
+        .await
+        .context("connecting to Kubernetes")?;
+    let config = drain::DrainConfig {
+        namespaces: cli::namespaces(&args.namespaces),
+        timeout: args.timeout,
+        poll: std::time::Duration::from_secs(2),
+    };
+    let deleted = drain::drain(client, &config, |line| println!("drain: {line}"))
+        .await
+        .context("draining experiments")?;
+    println!("drain: done, {deleted} experiment(s) deleted, every baseline in place");
     Ok(())
 }
 
@@ -76,8 +95,9 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
         None
     };
 
+    let namespaces = cli::namespaces(&args.namespaces);
     let config = RunConfig {
-        namespaces: args.namespaces.clone(),
+        namespaces: namespaces.clone(),
         settings: Settings {
             prometheus_timeout: args.prometheus_timeout,
             ..Settings::default()
@@ -87,7 +107,11 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
         leader: election.as_ref().map(LeaderElection::subscribe),
         shutdown: shutdown.clone(),
     };
-    tracing::info!(namespaces = ?args.namespaces, leader_election = args.leader_election, "starting");
+    tracing::info!(
+        ?namespaces,
+        leader_election = args.leader_election,
+        "starting"
+    );
     let result = controller::run(client, config).await;
     // Whatever ended the controllers, stop the rest and release the lease.
     shutdown.cancel();

@@ -157,8 +157,18 @@ impl<'a> Actor<'a> {
 
     async fn scale_target(&self, replicas: i32) -> Result<()> {
         let target = self.target("scale the target")?;
+        self.merge_patch_target(target, json!({ "spec": { "replicas": replicas } }))
+            .await
+    }
+
+    /// The target is the user's object: merge patches (recorded under our field manager)
+    /// rather than server-side apply, so releasing a field never deletes it.
+    async fn merge_patch_target(
+        &self,
+        target: &Deployment,
+        patch: serde_json::Value,
+    ) -> Result<()> {
         let api: Api<Deployment> = Api::namespaced(self.ctx.client.clone(), &self.ns);
-        let patch = json!({ "spec": { "replicas": replicas } });
         api.patch(
             &target.name_any(),
             &self.update_params(),
@@ -182,14 +192,7 @@ impl<'a> Actor<'a> {
             "metadata": { "resourceVersion": target.resource_version() },
             "spec": { "template": template },
         });
-        let api: Api<Deployment> = Api::namespaced(self.ctx.client.clone(), &self.ns);
-        api.patch(
-            &target.name_any(),
-            &self.update_params(),
-            &Patch::Merge(&patch),
-        )
-        .await?;
-        Ok(())
+        self.merge_patch_target(target, patch).await
     }
 
     fn route_error(&self, reason: &str) -> Error {

@@ -22,6 +22,8 @@ mod fixtures;
 #[cfg(test)]
 mod gateway_tests;
 #[cfg(test)]
+mod metrics_tests;
+#[cfg(test)]
 mod promote_tests;
 #[cfg(test)]
 mod run_tests;
@@ -83,6 +85,10 @@ pub async fn run(client: Client, config: RunConfig) -> Result<(), Error> {
             let _ = watching.wait_for(|is| !*is).await;
         };
         run_controllers(&client, &config, lost).await;
+        // The new leader exports the experiments now; a standby showing its last values
+        // would put two different stories on one dashboard.
+        config.metrics.retain_experiments(|_, _| false);
+        config.metrics.set_experiment_phases([]);
         config.readiness.set_ready(true);
         if config.shutdown.is_cancelled() {
             return Ok(());

@@ -18,7 +18,7 @@ use crate::api::{
     ConcurrencyExperiment, ConcurrencyExperimentStatus, DecisionAction, Phase, Router,
 };
 use crate::plan::{self, Step};
-use crate::{traffic, workload};
+use crate::{telemetry, traffic, workload};
 
 /// Entry point for the controller: times the reconcile, records errors as metric and Event.
 pub async fn reconcile(exp: Arc<ConcurrencyExperiment>, ctx: Arc<Context>) -> Result<Requeue> {
@@ -70,6 +70,7 @@ async fn reconcile_inner(exp: &ConcurrencyExperiment, ctx: &Context) -> Result<R
     if !has_finalizer {
         if deleting {
             // Not ours to hold (deleted before the first reconcile, or already released).
+            ctx.metrics.remove_experiment(&ns, &exp.name_any());
             return Ok(Requeue::await_change());
         }
         add_finalizer(&api, exp).await?;
@@ -102,8 +103,11 @@ async fn reconcile_inner(exp: &ConcurrencyExperiment, ctx: &Context) -> Result<R
             tracing::info!(experiment = %key(exp), "status changed meanwhile; deciding again");
             return Ok(Requeue::requeue(Duration::from_millis(500)));
         }
-        Written::Gone => return Ok(Requeue::await_change()),
-        Written::Unchanged | Written::Saved => {}
+        Written::Gone => {
+            ctx.metrics.remove_experiment(&ns, &exp.name_any());
+            return Ok(Requeue::await_change());
+        }
+        Written::Unchanged | Written::Saved => publish_gauges(ctx, exp, &ns, &step.status, now),
     }
     let original_route = step
         .status
@@ -117,6 +121,7 @@ async fn reconcile_inner(exp: &ConcurrencyExperiment, ctx: &Context) -> Result<R
 
     if deleting && step.release_finalizer {
         remove_finalizer(&api, exp).await?;
+        ctx.metrics.remove_experiment(&ns, &exp.name_any());
         return Ok(Requeue::await_change());
     }
     Ok(match step.requeue_after {
@@ -158,6 +163,22 @@ fn remember_route(
     }
 }
 
+/// The per-experiment gauges follow the status just stored; a long-finished experiment's
+/// series are dropped instead, so they stay bounded by the experiments worth watching.
+fn publish_gauges(
+    ctx: &Context,
+    exp: &ConcurrencyExperiment,
+    ns: &str,
+    status: &ConcurrencyExperimentStatus,
+    now: jiff::Timestamp,
+) {
+    if telemetry::keeps_series(status, now) {
+        ctx.metrics.set_experiment(ns, &exp.name_any(), status);
+    } else {
+        ctx.metrics.remove_experiment(ns, &exp.name_any());
+    }
+}
+
 fn record_metrics(
     ctx: &Context,
     spec: &crate::api::ConcurrencyExperimentSpec,
@@ -193,11 +214,18 @@ fn record_metrics(
             _ => {}
         }
     }
+    let experiments = ctx.experiments();
     ctx.metrics.set_experiment_phases(
-        ctx.experiments()
+        experiments
             .iter()
             .map(|e| e.status.as_ref().map(|s| s.phase).unwrap_or_default()),
     );
+    // Experiments deleted without a last reconcile (no finalizer yet) leave no series behind.
+    ctx.metrics.retain_experiments(|ns, name| {
+        experiments
+            .iter()
+            .any(|e| e.name_any() == name && e.namespace().as_deref() == Some(ns))
+    });
 }
 
 /// JSON patch with a `test` of the current list, so two writers never lose each other's

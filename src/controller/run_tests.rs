@@ -70,10 +70,11 @@ async fn losing_the_lease_stops_the_controllers_and_waits_for_it_again() {
     let (tx, rx) = watch::channel(false);
     let readiness = Readiness::new();
     let shutdown = CancellationToken::new();
+    let metrics = Metrics::new();
     let config = RunConfig {
         namespaces: vec!["shop".into()],
         settings: Settings::default(),
-        metrics: Metrics::new(),
+        metrics: metrics.clone(),
         readiness: readiness.clone(),
         leader: Some(rx),
         shutdown: shutdown.clone(),
@@ -89,9 +90,15 @@ async fn losing_the_lease_stops_the_controllers_and_waits_for_it_again() {
         "watches started"
     );
 
+    // What this replica exported while leading (as a reconcile would have set it).
+    metrics.set_experiment("shop", "storefront-puma-4", &Default::default());
     tx.send(false).unwrap();
     tokio::time::sleep(Duration::from_millis(300)).await;
     assert!(readiness.is_ready(), "a standby again");
+    assert!(
+        !metrics.encode().contains("storefront-puma-4"),
+        "a standby exports no per-experiment series"
+    );
     assert!(!running.is_finished(), "waits for the lease again");
     let calls = fake.calls().len();
     tokio::time::sleep(Duration::from_millis(1500)).await;

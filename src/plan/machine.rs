@@ -14,11 +14,6 @@ use crate::api::{
     OriginalState, Phase, RenderedServer, VariantStatus,
 };
 
-/// The name of the candidate Deployment the shell creates next to target `target`.
-pub fn candidate_name(target: &str) -> String {
-    format!("{target}-candidate")
-}
-
 /// One reconcile: what to do and the status to write. Pure, level-triggered and idempotent:
 /// every action is repeated until its effect shows up in the observations, so the shell may
 /// write the returned status before running the actions; replaying the same observations on
@@ -274,7 +269,7 @@ impl<'a> Ctx<'a> {
         let pods = self.status.candidate.as_ref().and_then(|c| c.pods.clone());
         let c = self.obs.candidate.clone().unwrap_or_default();
         self.status.candidate = Some(VariantStatus {
-            deployment: candidate_name(target_name),
+            deployment: crate::workload::candidate_name(target_name),
             replicas: c.replicas,
             ready_replicas: c.ready_replicas,
             summary: config.summary(),

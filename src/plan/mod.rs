@@ -5,7 +5,7 @@
 //! How the shell (controller) drives it, once per reconcile:
 //!
 //! 1. Observe: build `Observations` (target and candidate Deployments — the candidate is named
-//!    `candidate_name(target)` —, `effective_weight`, abort/approve flags, deletion).
+//!    `workload::candidate_name(target)` —, `effective_weight`, abort/approve flags, deletion).
 //!    `effective_weight`: for `replicas`, `percent(candidate ready, candidate ready + target
 //!    ready)`; for `gatewayAPI`, the candidate's route weight, 0 once the original backendRefs
 //!    are back (that is how `RestoreRoute` is seen to have worked).
@@ -43,7 +43,7 @@ mod validate;
 mod tests;
 
 pub use analysis::{failing_checks, INCONCLUSIVE_LIMIT, KEPT_ANALYSES};
-pub use machine::{candidate_name, step};
+pub use machine::step;
 pub use observations::*;
 pub use progress::{AWAITING_APPROVAL, PAUSED_BY_USER};
 pub use timing::{analysis_due, next_analysis_at, POLL, TARGET_POLL};

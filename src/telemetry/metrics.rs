@@ -1,8 +1,9 @@
 //! The operator's own Prometheus metrics.
 //!
 //! Labels are low-cardinality on purpose: phases, verdicts, check kinds and short error/reason
-//! categories only. Experiment and pod names never become labels (they would grow the series
-//! count without bound); they belong in status, Events and logs.
+//! categories only. Pod names never become labels. The one exception is the per-experiment
+//! gauges (`concurrency_experiment_*`, see `experiment_metrics`): they carry namespace and
+//! experiment, bounded by the experiment objects that exist, and are removed with them.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -15,7 +16,8 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{exponential_buckets, Histogram};
 use prometheus_client::registry::Registry;
 
-use crate::api::{BuiltinMetric, Phase, Verdict};
+use super::experiment_metrics::ExperimentGauges;
+use crate::api::{BuiltinMetric, ConcurrencyExperimentStatus, Phase, Verdict};
 
 /// Every phase, so that `set_experiment_phases` can reset phases that no longer have experiments.
 pub const ALL_PHASES: [Phase; 8] = [
@@ -71,6 +73,7 @@ pub struct Metrics {
     reconcile_errors: Family<CategoryLabels, Counter>,
     prometheus_query_duration: Histogram,
     leader: Gauge,
+    per_experiment: ExperimentGauges,
 }
 
 impl Default for Metrics {
@@ -93,6 +96,7 @@ impl Metrics {
         // 5 ms .. ~20 s: PromQL over an interval range on a busy Prometheus.
         let prometheus_query_duration = Histogram::new(exponential_buckets(0.005, 2.0, 13));
         let leader = Gauge::default();
+        let per_experiment = ExperimentGauges::default();
 
         registry.register(
             "concurrency_experiments",
@@ -140,6 +144,7 @@ impl Metrics {
             "1 while this replica holds the leader lease",
             leader.clone(),
         );
+        per_experiment.register(&mut registry);
 
         Self {
             registry: Arc::new(registry),
@@ -152,6 +157,7 @@ impl Metrics {
             reconcile_errors,
             prometheus_query_duration,
             leader,
+            per_experiment,
         }
     }
 
@@ -228,6 +234,26 @@ impl Metrics {
         self.leader.set(i64::from(is_leader));
     }
 
+    /// Sets the `concurrency_experiment_*` gauges of one experiment from its status.
+    pub fn set_experiment(
+        &self,
+        namespace: &str,
+        name: &str,
+        status: &ConcurrencyExperimentStatus,
+    ) {
+        self.per_experiment.set(namespace, name, status);
+    }
+
+    /// Drops every `concurrency_experiment_*` series of one experiment.
+    pub fn remove_experiment(&self, namespace: &str, name: &str) {
+        self.per_experiment.remove(namespace, name);
+    }
+
+    /// Drops the `concurrency_experiment_*` series of experiments for which `exists` is false.
+    pub fn retain_experiments(&self, exists: impl Fn(&str, &str) -> bool) {
+        self.per_experiment.retain(exists);
+    }
+
     /// OpenMetrics text exposition, ending in `# EOF`.
     pub fn encode(&self) -> String {
         let mut out = String::new();
@@ -257,161 +283,5 @@ fn category_label(value: &str) -> String {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn line_value(text: &str, series: &str) -> Option<f64> {
-        text.lines()
-            .find_map(|l| l.strip_prefix(series)?.strip_prefix(' ')?.parse().ok())
-    }
-
-    #[test]
-    fn phase_gauge_counts_and_resets() {
-        let m = Metrics::new();
-        m.set_experiment_phases([Phase::Progressing, Phase::Progressing, Phase::Paused]);
-        let text = m.encode();
-        assert_eq!(
-            line_value(&text, r#"concurrency_experiments{phase="Progressing"}"#),
-            Some(2.0)
-        );
-        assert_eq!(
-            line_value(&text, r#"concurrency_experiments{phase="Paused"}"#),
-            Some(1.0)
-        );
-        assert_eq!(
-            line_value(&text, r#"concurrency_experiments{phase="Succeeded"}"#),
-            Some(0.0)
-        );
-
-        m.set_experiment_phases([Phase::Succeeded]);
-        let text = m.encode();
-        assert_eq!(
-            line_value(&text, r#"concurrency_experiments{phase="Progressing"}"#),
-            Some(0.0)
-        );
-        assert_eq!(
-            line_value(&text, r#"concurrency_experiments{phase="Succeeded"}"#),
-            Some(1.0)
-        );
-    }
-
-    #[test]
-    fn counters_have_total_suffix_and_labels() {
-        let m = Metrics::new();
-        m.record_analysis(Verdict::Pass);
-        m.record_analysis(Verdict::Pass);
-        m.record_analysis(Verdict::Inconclusive);
-        m.record_check_result(Some(BuiltinMetric::GvlWait), Verdict::Fail);
-        m.record_check_result(None, Verdict::Pass);
-        m.record_rollback("CheckFailed");
-        m.record_promotion();
-        m.record_reconcile_error("Kube");
-        let text = m.encode();
-
-        assert_eq!(
-            line_value(&text, r#"concurrency_analyses_total{verdict="Pass"}"#),
-            Some(2.0)
-        );
-        assert_eq!(
-            line_value(
-                &text,
-                r#"concurrency_analyses_total{verdict="Inconclusive"}"#
-            ),
-            Some(1.0)
-        );
-        assert_eq!(
-            line_value(
-                &text,
-                r#"concurrency_check_results_total{check_kind="gvlWait",verdict="Fail"}"#
-            ),
-            Some(1.0)
-        );
-        assert_eq!(
-            line_value(
-                &text,
-                r#"concurrency_check_results_total{check_kind="custom",verdict="Pass"}"#
-            ),
-            Some(1.0)
-        );
-        assert_eq!(
-            line_value(
-                &text,
-                r#"concurrency_rollbacks_total{reason="CheckFailed"}"#
-            ),
-            Some(1.0)
-        );
-        assert_eq!(line_value(&text, "concurrency_promotions_total"), Some(1.0));
-        assert_eq!(
-            line_value(
-                &text,
-                r#"concurrency_reconcile_errors_total{category="Kube"}"#
-            ),
-            Some(1.0)
-        );
-        assert!(text.contains("# TYPE concurrency_analyses counter"));
-        assert!(text.ends_with("# EOF\n"));
-    }
-
-    #[test]
-    fn names_never_become_labels() {
-        let m = Metrics::new();
-        m.record_rollback("storefront-puma-2x4");
-        m.record_rollback("rolled back because p99 rose 30%");
-        m.record_reconcile_error("");
-        let text = m.encode();
-        assert_eq!(
-            line_value(&text, r#"concurrency_rollbacks_total{reason="Other"}"#),
-            Some(2.0)
-        );
-        assert_eq!(
-            line_value(
-                &text,
-                r#"concurrency_reconcile_errors_total{category="Other"}"#
-            ),
-            Some(1.0)
-        );
-        assert!(!text.contains("storefront"));
-    }
-
-    #[test]
-    fn histograms_and_leader_gauge() {
-        let m = Metrics::new();
-        m.observe_reconcile(Duration::from_millis(3));
-        m.observe_reconcile(Duration::from_millis(40));
-        m.observe_prometheus_query(Duration::from_millis(20));
-        m.set_leader(true);
-        let text = m.encode();
-        assert_eq!(
-            line_value(&text, "concurrency_reconcile_duration_seconds_count"),
-            Some(2.0)
-        );
-        let sum = line_value(&text, "concurrency_reconcile_duration_seconds_sum").unwrap();
-        assert!((sum - 0.043).abs() < 1e-9, "sum {sum}");
-        // 3 ms lands in the 4 ms bucket, 40 ms does not.
-        assert_eq!(
-            line_value(
-                &text,
-                r#"concurrency_reconcile_duration_seconds_bucket{le="0.004"}"#
-            ),
-            Some(1.0)
-        );
-        assert_eq!(
-            line_value(&text, "concurrency_prometheus_query_duration_seconds_count"),
-            Some(1.0)
-        );
-        assert_eq!(line_value(&text, "concurrency_leader"), Some(1.0));
-        m.set_leader(false);
-        assert_eq!(line_value(&m.encode(), "concurrency_leader"), Some(0.0));
-    }
-
-    #[test]
-    fn clones_share_series() {
-        let m = Metrics::new();
-        let c = m.clone();
-        c.record_promotion();
-        assert_eq!(
-            line_value(&m.encode(), "concurrency_promotions_total"),
-            Some(1.0)
-        );
-    }
-}
+#[path = "metrics_tests.rs"]
+mod tests;

@@ -1,12 +1,14 @@
 //! The operator's own observability and process plumbing: logs, `/metrics`, health and
 //! readiness, and the shutdown signal.
 
+mod experiment_metrics;
 pub mod logging;
 pub mod metrics;
 pub mod server;
 pub mod shutdown;
 pub mod tls;
 
+pub use experiment_metrics::{keeps_series, FINISHED_RETENTION};
 pub use logging::{init_logging, LogFormat, LoggingError};
 pub use metrics::Metrics;
 pub use server::{Readiness, ServerError, TelemetryServer};

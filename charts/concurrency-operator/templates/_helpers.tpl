@@ -27,7 +27,12 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 {{- define "cop.namespacedRules" -}}
 - apiGroups: ["concurrency.dev"]
   resources: ["concurrencyexperiments"]
+  {{- if .Values.uninstall.drainExperiments }}
+  # delete: only for the uninstall hook (`drain`), which runs as this ServiceAccount.
+  verbs: ["get", "list", "watch", "patch", "update", "delete"]
+  {{- else }}
   verbs: ["get", "list", "watch", "patch", "update"]
+  {{- end }}
 - apiGroups: ["concurrency.dev"]
   resources: ["concurrencyexperiments/status"]
   verbs: ["get", "patch", "update"]
