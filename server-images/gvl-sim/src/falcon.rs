@@ -69,24 +69,12 @@ pub fn spawn_worker(
 }
 
 async fn event_loop(worker: usize, listener: std::net::TcpListener, shared: Arc<Shared>) {
-    let listener = match tokio::net::TcpListener::from_std(listener) {
-        Ok(l) => l,
-        Err(e) => {
-            eprintln!("gvl-sim: worker {worker}: cannot listen: {e}");
-            return;
-        }
+    let Some(listener) = crate::http::listen(worker, listener) else {
+        return;
     };
     let db_pool = shared.config.db_pool.map(|n| Arc::new(Semaphore::new(n)));
     loop {
-        let stream = match listener.accept().await {
-            Ok((stream, _)) => stream,
-            Err(e) => {
-                eprintln!("gvl-sim: worker {worker}: accept: {e}");
-                tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-                continue;
-            }
-        };
-        let _ = stream.set_nodelay(true);
+        let stream = crate::http::accept(worker, &listener).await;
         let (shared, db_pool) = (shared.clone(), db_pool.clone());
         tokio::spawn(async move {
             let svc = service_fn(move |req| handle(worker, req, db_pool.clone(), shared.clone()));

@@ -95,6 +95,30 @@ pub fn work_body(server: &str, worker: usize, status: StatusCode, t: &GvlTimes) 
     .to_string()
 }
 
+/// A worker's share of the listening socket on its own runtime; `None` (logged) if it cannot.
+pub fn listen(worker: usize, listener: std::net::TcpListener) -> Option<tokio::net::TcpListener> {
+    tokio::net::TcpListener::from_std(listener)
+        .map_err(|e| eprintln!("gvl-sim: worker {worker}: cannot listen: {e}"))
+        .ok()
+}
+
+/// The next connection; an accept error (e.g. out of file descriptors under overload) is
+/// logged and retried after a short pause rather than ending the worker.
+pub async fn accept(worker: usize, listener: &tokio::net::TcpListener) -> tokio::net::TcpStream {
+    loop {
+        match listener.accept().await {
+            Ok((stream, _)) => {
+                let _ = stream.set_nodelay(true);
+                return stream;
+            }
+            Err(e) => {
+                eprintln!("gvl-sim: worker {worker}: accept: {e}");
+                tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -118,26 +118,14 @@ async fn reactor(
     pool: Arc<Pool>,
     shared: Arc<Shared>,
 ) {
-    let listener = match tokio::net::TcpListener::from_std(listener) {
-        Ok(l) => l,
-        Err(e) => {
-            eprintln!("gvl-sim: worker {worker}: cannot listen: {e}");
-            return;
-        }
+    let Some(listener) = crate::http::listen(worker, listener) else {
+        return;
     };
     loop {
         while pool.in_flight.load(Ordering::Acquire) >= pool.threads {
             pool.freed.notified().await;
         }
-        let stream = match listener.accept().await {
-            Ok((stream, _)) => stream,
-            Err(e) => {
-                eprintln!("gvl-sim: worker {worker}: accept: {e}");
-                tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-                continue;
-            }
-        };
-        let _ = stream.set_nodelay(true);
+        let stream = crate::http::accept(worker, &listener).await;
         let (pool, shared) = (pool.clone(), shared.clone());
         tokio::spawn(async move {
             let svc = service_fn(move |req| handle(req, pool.clone(), shared.clone()));
