@@ -191,6 +191,7 @@ async fn load_generator_against_a_real_server() {
         duration: std::time::Duration::from_millis(500),
         connections: 4,
         timeout: std::time::Duration::from_secs(10),
+        max_connection_age: None,
         allow_cidr: vec![],
         json: false,
     };

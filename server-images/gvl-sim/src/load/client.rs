@@ -1,5 +1,7 @@
 //! One keep-alive HTTP/1.1 connection per load connection (hyper's client connection API),
-//! reconnecting after any error.
+//! reconnecting after any error and, with `--max-connection-age`, before the first request
+//! after the connection has grown too old. Rotating matters behind a Kubernetes Service:
+//! kube-proxy picks a backend pod per connection, so only new connections reach new pods.
 
 use super::engine::{SendFuture, Sender};
 use bytes::Bytes;
@@ -8,6 +10,8 @@ use http_body_util::{BodyExt, Empty};
 use hyper::client::conn::http1::{self, SendRequest};
 use hyper_util::rt::TokioIo;
 use std::net::SocketAddr;
+use std::time::Duration;
+use tokio::time::Instant;
 
 #[derive(Debug, thiserror::Error, PartialEq)]
 pub enum UrlError {
@@ -50,43 +54,89 @@ pub fn parse_url(url: &str) -> Result<Target, UrlError> {
     })
 }
 
+/// Whether a connection opened at `opened`, with age limit `max_age`, must be replaced
+/// before a request sent at `now`.
+pub fn past_max_age(opened: Instant, now: Instant, max_age: Option<Duration>) -> bool {
+    max_age.is_some_and(|age| now.saturating_duration_since(opened) >= age)
+}
+
+/// One connection's own limit: `max_age` scaled into 0.9–1.0 × by `unit` (0..1), so that
+/// connections opened together do not all reconnect together (gRPC jitters
+/// MAX_CONNECTION_AGE for the same reason), and none outlives the flag.
+pub fn jittered(max_age: Duration, unit: f64) -> Duration {
+    max_age.mul_f64(1.0 - 0.1 * unit.clamp(0.0, 1.0))
+}
+
+/// An open connection and its age limit.
+struct Live {
+    send: SendRequest<Empty<Bytes>>,
+    opened: Instant,
+    max_age: Option<Duration>,
+}
+
+impl Live {
+    fn reusable(&self, now: Instant) -> bool {
+        !self.send.is_closed() && !past_max_age(self.opened, now, self.max_age)
+    }
+}
+
 pub struct HttpSender {
     addr: SocketAddr,
     host_header: String,
     path: String,
-    conn: Option<SendRequest<Empty<Bytes>>>,
+    max_age: Option<Duration>,
+    conn: Option<Live>,
+    opened: u64,
 }
 
 impl HttpSender {
     /// `addr` is the already checked address; the name is only the Host header.
-    pub fn new(addr: SocketAddr, target: &Target) -> Self {
+    /// `max_age`: replace a connection once it is this old (`None`: keep it).
+    pub fn new(addr: SocketAddr, target: &Target, max_age: Option<Duration>) -> Self {
         HttpSender {
             addr,
             host_header: format!("{}:{}", target.host, target.port),
             path: target.path.clone(),
+            max_age,
             conn: None,
+            opened: 0,
         }
     }
 
-    async fn connect(&self) -> Result<SendRequest<Empty<Bytes>>, String> {
+    async fn connect(&mut self) -> Result<Live, String> {
         let stream = tokio::net::TcpStream::connect(self.addr)
             .await
             .map_err(|e| format!("connect {}: {e}", self.addr))?;
         let _ = stream.set_nodelay(true);
-        let (sender, conn) = http1::handshake(TokioIo::new(stream))
+        let (send, conn) = http1::handshake(TokioIo::new(stream))
             .await
             .map_err(|e| format!("handshake: {e}"))?;
         tokio::spawn(async move {
             let _ = conn.await;
         });
-        Ok(sender)
+        self.opened += 1;
+        Ok(Live {
+            send,
+            opened: Instant::now(),
+            max_age: self.max_age.map(|age| jittered(age, fastrand::f64())),
+        })
     }
 
     async fn send_once(&mut self) -> Result<u16, String> {
-        let mut conn = match self.conn.take() {
-            Some(c) if !c.is_closed() => c,
-            _ => self.connect().await?,
+        let live = match self.conn.take() {
+            Some(c) if c.reusable(Instant::now()) => c,
+            old => {
+                // Closing an old connection here is graceful: only connections whose last
+                // answer was read in full are kept, so nothing is in flight on it.
+                drop(old);
+                self.connect().await?
+            }
         };
+        let Live {
+            send: mut conn,
+            opened,
+            max_age,
+        } = live;
         conn.ready().await.map_err(|e| format!("connection: {e}"))?;
         let req = Request::get(self.path.as_str())
             .header(http::header::HOST, self.host_header.as_str())
@@ -102,7 +152,11 @@ impl HttpSender {
             .await
             .map_err(|e| format!("body: {e}"))?;
         // Only a connection that completed a whole exchange is reused.
-        self.conn = Some(conn);
+        self.conn = Some(Live {
+            send: conn,
+            opened,
+            max_age,
+        });
         Ok(status)
     }
 }
@@ -110,6 +164,10 @@ impl HttpSender {
 impl Sender for HttpSender {
     fn send(&mut self) -> SendFuture<'_> {
         Box::pin(self.send_once())
+    }
+
+    fn connections_opened(&self) -> u64 {
+        self.opened
     }
 }
 
@@ -133,6 +191,32 @@ mod tests {
             ("::1", 8080, "/")
         );
         assert_eq!(parse_url("http://localhost").unwrap().port, 80);
+    }
+
+    #[test]
+    fn a_connection_is_replaced_once_it_reaches_its_age() {
+        let opened = Instant::now();
+        let age = Some(Duration::from_millis(200));
+        let at = |ms| opened + Duration::from_millis(ms);
+        assert!(!past_max_age(opened, at(0), age));
+        assert!(!past_max_age(opened, at(199), age));
+        assert!(past_max_age(opened, at(200), age));
+        assert!(past_max_age(opened, at(5_000), age));
+        // Off: kept for ever.
+        assert!(!past_max_age(opened, at(3_600_000), None));
+        // A clock reading before the open (cannot happen, but must not panic).
+        assert!(!past_max_age(at(10), opened, age));
+    }
+
+    #[test]
+    fn jitter_stays_within_the_flag() {
+        let age = Duration::from_millis(1000);
+        let ms = |unit| jittered(age, unit).as_secs_f64() * 1000.0;
+        assert_eq!(jittered(age, 0.0), age);
+        assert!((ms(0.5) - 950.0).abs() < 1e-3, "{}", ms(0.5));
+        assert!((ms(1.0) - 900.0).abs() < 1e-3, "{}", ms(1.0));
+        assert!((ms(7.0) - 900.0).abs() < 1e-3, "{}", ms(7.0));
+        assert!((ms(-1.0) - 1000.0).abs() < 1e-3, "{}", ms(-1.0));
     }
 
     #[test]

@@ -32,6 +32,9 @@ pub struct Plan {
     pub duration: Duration,
     pub connections: usize,
     pub timeout: Duration,
+    /// Reconnect before a request once the connection is this old (the sender's job; here
+    /// for the report).
+    pub max_connection_age: Option<Duration>,
 }
 
 pub type SendFuture<'a> = Pin<Box<dyn Future<Output = Result<u16, String>> + Send + 'a>>;
@@ -39,6 +42,11 @@ pub type SendFuture<'a> = Pin<Box<dyn Future<Output = Result<u16, String>> + Sen
 /// One connection's way of sending a request and returning the response status.
 pub trait Sender: Send + 'static {
     fn send(&mut self) -> SendFuture<'_>;
+
+    /// Connections this sender has opened so far (a sender with no real connection: 0).
+    fn connections_opened(&self) -> u64 {
+        0
+    }
 }
 
 #[derive(Debug, Clone)]
@@ -52,6 +60,8 @@ pub struct Results {
     pub unsent: u64,
     /// Closed model: still outstanding at the end.
     pub abandoned: u64,
+    /// Connections opened, reconnects included.
+    pub connections_opened: u64,
     /// From start to the last answer (closed model: the duration).
     pub elapsed: Duration,
     pub last_error: Option<String>,
@@ -68,6 +78,7 @@ impl Results {
             timeouts: 0,
             unsent: 0,
             abandoned: 0,
+            connections_opened: 0,
             elapsed: Duration::ZERO,
             last_error: None,
         }
@@ -82,6 +93,7 @@ impl Results {
         self.timeouts += o.timeouts;
         self.unsent += o.unsent;
         self.abandoned += o.abandoned;
+        self.connections_opened += o.connections_opened;
         self.elapsed = self.elapsed.max(o.elapsed);
         if o.last_error.is_some() {
             self.last_error = o.last_error;
@@ -173,6 +185,7 @@ async fn connection<S: Sender>(
             Err(_) => r.timeouts += 1,
         }
     }
+    r.connections_opened = sender.connections_opened();
     r
 }
 
@@ -208,6 +221,7 @@ mod tests {
             duration: ms(1000),
             connections: 1,
             timeout: ms(60_000),
+            max_connection_age: None,
         };
         let r = run(&plan, |_| Fixed(ms(100))).await;
         assert_eq!(r.answered(), 100);
@@ -230,6 +244,7 @@ mod tests {
             duration: ms(1000),
             connections: 20,
             timeout: ms(60_000),
+            max_connection_age: None,
         };
         let r = run(&plan, |_| Fixed(ms(100))).await;
         assert_eq!(r.answered(), 100);
@@ -244,6 +259,7 @@ mod tests {
             duration: ms(1000),
             connections: 1,
             timeout: ms(1000),
+            max_connection_age: None,
         };
         let r = run(&plan, |_| Fixed(ms(100))).await;
         assert_eq!(r.answered() + r.unsent, 100);
@@ -259,6 +275,7 @@ mod tests {
             duration: ms(1050),
             connections: 4,
             timeout: ms(10_000),
+            max_connection_age: None,
         };
         let r = run(&plan, |_| Fixed(ms(100))).await;
         assert_eq!(r.answered(), 40);
@@ -282,9 +299,50 @@ mod tests {
             duration: ms(1000),
             connections: 2,
             timeout: ms(1000),
+            max_connection_age: None,
         };
         let r = run(&plan, |_| Failing).await;
         assert_eq!((r.errors, r.answered()), (10, 0));
         assert_eq!(r.last_error.as_deref(), Some("connection refused"));
+    }
+
+    /// Takes 100 ms per request and opens a "connection" before every third one, as a sender
+    /// with a 300 ms age limit would.
+    struct Rotating {
+        sent: u64,
+        opened: u64,
+    }
+
+    impl Sender for Rotating {
+        fn send(&mut self) -> SendFuture<'_> {
+            if self.sent.is_multiple_of(3) {
+                self.opened += 1;
+            }
+            self.sent += 1;
+            Box::pin(async {
+                tokio::time::sleep(ms(100)).await;
+                Ok(200)
+            })
+        }
+
+        fn connections_opened(&self) -> u64 {
+            self.opened
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn connections_opened_are_summed_over_connections() {
+        let plan = Plan {
+            model: Model::Closed,
+            duration: ms(1050),
+            connections: 2,
+            timeout: ms(10_000),
+            max_connection_age: None,
+        };
+        let r = run(&plan, |_| Rotating { sent: 0, opened: 0 }).await;
+        // Each connection sends 11 times (the last is abandoned), opening before sends
+        // 0, 3, 6 and 9.
+        assert_eq!((r.answered(), r.abandoned), (20, 2));
+        assert_eq!(r.connections_opened, 8);
     }
 }

@@ -32,6 +32,13 @@ pub struct LoadArgs {
     /// Concurrent keep-alive connections (at most 5000).
     #[arg(long, default_value_t = 10)]
     pub connections: usize,
+    /// Close a connection once it is this old — after its answer, before the next request —
+    /// and open a new one, e.g. 10s. A Kubernetes Service (kube-proxy) picks the backend pod
+    /// per connection, so without this, pods added during the run (a candidate) get no traffic
+    /// from connections opened before them. Each connection's limit is drawn from
+    /// 0.9–1.0 × this, so reconnects spread out. Default: off (connections kept for the run).
+    #[arg(long, value_parser = parse_duration)]
+    pub max_connection_age: Option<Duration>,
     /// Per-request timeout (at most 60s); also how long the open model drains after the end.
     #[arg(long, default_value = "10s", value_parser = parse_duration)]
     pub timeout: Duration,
@@ -86,7 +93,8 @@ pub fn parse_duration(s: &str) -> Result<Duration, String> {
     if !(v.is_finite() && v >= 0.0) {
         return Err(format!("{s:?} must be a non-negative duration"));
     }
-    Ok(Duration::from_secs_f64(v * scale))
+    // `from_secs_f64` would panic on values like 1e30.
+    Duration::try_from_secs_f64(v * scale).map_err(|_| format!("{s:?} is too long"))
 }
 
 /// Checks the bounds and builds the plan.
@@ -106,6 +114,12 @@ pub fn plan(args: &LoadArgs) -> Result<Plan, LoadError> {
     if args.timeout < Duration::from_millis(100) || args.timeout > MAX_TIMEOUT {
         return Err(LoadError::Bound("timeout", "must be 100ms..=60s".into()));
     }
+    if args.max_connection_age.is_some_and(|age| age.is_zero()) {
+        return Err(LoadError::Bound(
+            "max-connection-age",
+            "must be > 0 (leave it out to keep connections open)".into(),
+        ));
+    }
     let model = match (args.rate, args.closed) {
         (_, true) => Model::Closed,
         (Some(rate), false) if rate > 0.0 && rate <= MAX_RATE => Model::Open { rate },
@@ -121,6 +135,7 @@ pub fn plan(args: &LoadArgs) -> Result<Plan, LoadError> {
         duration: args.duration,
         connections: args.connections,
         timeout: args.timeout,
+        max_connection_age: args.max_connection_age,
     })
 }
 
@@ -150,7 +165,10 @@ pub async fn run(args: &LoadArgs) -> Result<report::Summary, LoadError> {
     let plan = plan(args)?;
     let target = client::parse_url(&args.url)?;
     let addr = resolve_checked(&target, &args.allow_cidr).await?;
-    let results = engine::run(&plan, |_| client::HttpSender::new(addr, &target)).await;
+    let results = engine::run(&plan, |_| {
+        client::HttpSender::new(addr, &target, plan.max_connection_age)
+    })
+    .await;
     Ok(report::summarize(&args.url, &plan, &results))
 }
 
@@ -179,6 +197,7 @@ mod tests {
         assert_eq!(parse_duration("1.5"), Ok(Duration::from_millis(1500)));
         assert!(parse_duration("-1s").is_err());
         assert!(parse_duration("soon").is_err());
+        assert!(parse_duration("1e30s").is_err());
     }
 
     #[test]
@@ -193,6 +212,22 @@ mod tests {
         assert!(plan(&args(&["--rate", "0"])).is_err());
         assert!(plan(&args(&["--rate", "1000000"])).is_err());
         assert!(plan(&args(&["--rate", "10", "--timeout", "2m"])).is_err());
+    }
+
+    #[test]
+    fn max_connection_age_is_off_by_default_and_positive_when_set() {
+        assert_eq!(
+            plan(&args(&["--rate", "10"])).unwrap().max_connection_age,
+            None
+        );
+        let p = plan(&args(&["--rate", "10", "--max-connection-age", "200ms"])).unwrap();
+        assert_eq!(p.max_connection_age, Some(Duration::from_millis(200)));
+        let err = plan(&args(&["--rate", "10", "--max-connection-age", "0s"])).unwrap_err();
+        assert_eq!(err.category(), "load_bounds");
+        assert!(err.to_string().contains("--max-connection-age"), "{err}");
+        let argv = ["x", "--url", "http://127.0.0.1:1/", "--rate", "1"];
+        let bad = [&argv[..], &["--max-connection-age", "soon"]].concat();
+        assert!(Cli::try_parse_from(bad).is_err());
     }
 
     #[test]

@@ -12,6 +12,10 @@ pub struct Summary {
     pub rate: Option<f64>,
     pub duration_s: f64,
     pub connections: usize,
+    /// `--max-connection-age` in seconds; null when connections are kept for the run.
+    pub max_connection_age_s: Option<f64>,
+    /// Connections opened, reconnects included (equal to `connections` when none rotated).
+    pub connections_opened: u64,
     pub answered: u64,
     pub errors: u64,
     pub timeouts: u64,
@@ -54,6 +58,8 @@ pub fn summarize(url: &str, plan: &Plan, r: &Results) -> Summary {
         },
         duration_s: plan.duration.as_secs_f64(),
         connections: plan.connections,
+        max_connection_age_s: plan.max_connection_age.map(|d| d.as_secs_f64()),
+        connections_opened: r.connections_opened,
         answered: r.answered(),
         errors: r.errors,
         timeouts: r.timeouts,
@@ -81,6 +87,11 @@ pub fn table(s: &Summary) -> String {
         "model        {model}, {} s, {} connections\n",
         s.duration_s, s.connections
     );
+    let age = match s.max_connection_age_s {
+        Some(a) => format!("max age {a} s"),
+        None => "kept for the run (no --max-connection-age)".into(),
+    };
+    out += &format!("connections  opened {}  {age}\n", s.connections_opened);
     out += &format!(
         "requests     answered {}  errors {}  timeouts {}  unsent {}  abandoned {}\n",
         s.answered, s.errors, s.timeouts, s.unsent, s.abandoned
@@ -130,6 +141,7 @@ mod tests {
             timeouts: 2,
             unsent: 0,
             abandoned: 0,
+            connections_opened: 7,
             elapsed: Duration::from_secs(2),
             last_error: Some("connect: refused".into()),
         };
@@ -138,6 +150,7 @@ mod tests {
             duration: Duration::from_secs(2),
             connections: 3,
             timeout: Duration::from_secs(1),
+            max_connection_age: Some(Duration::from_millis(500)),
         };
         let s = summarize("http://127.0.0.1:1/", &plan, &r);
         assert_eq!(s.answered, 4);
@@ -147,8 +160,26 @@ mod tests {
         let t = table(&s);
         assert!(t.contains("throughput   2.00 req/s"), "{t}");
         assert!(t.contains("200: 3  500: 1"), "{t}");
+        assert!(t.contains("connections  opened 7  max age 0.5 s"), "{t}");
         let json = serde_json::to_value(&s).unwrap();
         assert_eq!(json["model"], "open");
         assert_eq!(json["timeouts"], 2);
+        assert_eq!(json["connections_opened"], 7);
+        assert_eq!(json["max_connection_age_s"], 0.5);
+
+        let kept = Plan {
+            max_connection_age: None,
+            ..plan
+        };
+        let s = summarize("http://127.0.0.1:1/", &kept, &r);
+        assert_eq!(
+            serde_json::to_value(&s).unwrap()["max_connection_age_s"],
+            serde_json::Value::Null
+        );
+        assert!(
+            table(&s).contains("opened 7  kept for the run"),
+            "{}",
+            table(&s)
+        );
     }
 }
