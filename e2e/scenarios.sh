@@ -231,25 +231,44 @@ scenario_prometheus_down() {
   stop_load $ns
 }
 
+# The operator is killed twice: mid-stage 2, and while promoting (the candidate starts slowly,
+# so the target's rollout to the candidate config takes a while). Each time it resumes from
+# status: no stage lost, no duplicate objects, every decision's Event exactly once.
 scenario_operator_killed() {
-  local ns=e2e-killed pod
+  local ns=e2e-killed pod n
   new_ns $ns
   deploy_target $ns
-  start_load $ns 240
-  experiment $ns restart '{server: puma, workers: 2, threads: 4}' "$LATENCY_CHECK"
-  wait_until 120 "second stage reached" bash -c "[[ \$(kubectl -n $ns get cexp restart -o jsonpath='{.status.stageIndex}') == 1 ]]"
-  pod=$(operator_pods | head -1)
-  log "  killing $pod mid-stage 2"
-  kubectl -n "$E2E_OP_NS" delete "$pod" --grace-period=0 --force >/dev/null 2>&1
+  start_load $ns 300
+  experiment $ns restart '{server: puma, workers: 2, threads: 4, env: [{name: SLOW_START_S, value: "4"}]}' "$LATENCY_CHECK"
+  wait_until 150 "second stage reached" bash -c "[[ \$(kubectl -n $ns get cexp restart -o jsonpath='{.status.stageIndex}') == 1 ]]"
+  kill_operator "mid-stage 2"
   [[ $(field $ns restart 's.get("stageIndex")') -ge 1 ]] || fail "stage lost"
+  kubectl -n "$E2E_OP_NS" rollout status "deploy/$E2E_RELEASE-concurrency-operator" --timeout=120s >/dev/null
+  wait_until 200 "promotion started" phase_is $ns restart Promoting
+  log "  promoting: $(field $ns restart 's.get("message")')"
+  kill_operator "during promotion"
+  phase_is $ns restart Promoting || phase_is $ns restart Succeeded || fail "phase $(phase $ns restart) after the kill"
   kubectl -n "$E2E_OP_NS" rollout status "deploy/$E2E_RELEASE-concurrency-operator" --timeout=120s >/dev/null
   progress $ns restart
   [[ $(phase $ns restart) == Succeeded ]] || fail "did not resume to Succeeded"
+  wait_until 60 "candidate Deployment gone" bash -c "! kubectl -n $ns get deploy storefront-candidate"
   [[ $(kubectl -n $ns get deploy -o name | wc -l) == 1 ]] || fail "duplicate Deployments: $(kubectl -n $ns get deploy -o name)"
   [[ $(deploy_env $ns storefront RAILS_MAX_THREADS) == 4 ]] || fail "target does not have the candidate's threads"
-  local n; n=$(events $ns restart | grep -c ' Succeeded:' || true)
-  [[ $n == 1 ]] || fail "$n Succeeded Events (expected exactly 1)"
+  [[ $(kubectl -n $ns get deploy storefront -o jsonpath='{.spec.replicas}') == "$E2E_REPLICAS" ]] || fail "target replicas changed"
+  kubectl -n $ns rollout status deploy/storefront --timeout=60s >/dev/null
+  for reason in Promoting Succeeded; do
+    n=$(events $ns restart | grep -c " $reason:" || true)
+    [[ $n == 1 ]] || fail "$n $reason Events (expected exactly 1)"
+  done
   stop_load $ns
+}
+# kill_operator WHEN: force-deletes the (single) operator pod.
+kill_operator() {
+  local pod
+  pod=$(operator_pods | head -1)
+  [[ -n $pod ]] || fail "no operator pod to kill"
+  log "  killing $pod $1"
+  kubectl -n "$E2E_OP_NS" delete "$pod" --grace-period=0 --force >/dev/null 2>&1
 }
 
 scenario_leader_failover() {

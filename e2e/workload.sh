@@ -57,7 +57,10 @@ EOF
 }
 
 # start_load NS SECONDS [RATE] [PATH]: an in-cluster pod sending open-model load to the Service's
-# ClusterIP (only that address is allowed) for SECONDS.
+# ClusterIP (only that address is allowed) for SECONDS (at most 600, gvl-sim's bound); returns
+# once the load runs. kube-proxy picks a pod per connection, so connections are re-made every
+# E2E_CONNECTION_AGE (as clients behind a load balancer do) or pods added later, the
+# candidate's, would only see the connections broken by pods going away.
 start_load() {
   local ns=$1 secs=$2 rate=${3:-$E2E_RATE} path=${4:-/} ip
   ip=$(kubectl -n "$ns" get svc storefront -o jsonpath='{.spec.clusterIP}')
@@ -74,9 +77,12 @@ spec:
       image: $E2E_APP_IMAGE
       imagePullPolicy: Never
       args: [load, --url, "http://$ip$path", --rate, "$rate", --duration, "${secs}s",
-             --connections, "64", --timeout, "5s", --allow-cidr, "$ip/32", --json]
+             --connections, "64", --timeout, "5s", --allow-cidr, "$ip/32", --json,
+             --max-connection-age, "${E2E_CONNECTION_AGE:-5s}"]
       resources: {requests: {cpu: 10m, memory: 16Mi}, limits: {memory: 128Mi}}
 EOF
+  wait_until 60 "load pod running in $ns" bash -c "[[ \$(kubectl -n $ns get pod load -o jsonpath='{.status.phase}') == Running ]]" \
+    || { kubectl -n "$ns" logs load >&2 || true; return 1; }
 }
 stop_load() { kubectl -n "$1" delete pod load --ignore-not-found --wait=false >/dev/null; }
 
