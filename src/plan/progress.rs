@@ -2,12 +2,13 @@
 //! start its clock when the split is in force, and advance when it has earned it.
 
 use super::analysis::INCONCLUSIVE_LIMIT;
+use super::conditions;
 use super::finish;
 use super::machine::Ctx;
 use super::observations::{Action, EventType};
 use super::timing::{self, POLL};
 use super::validate::Timing;
-use crate::api::{Phase, Promotion, Router};
+use crate::api::{ConcurrencyExperimentStatus, Phase, Promotion, Router};
 use crate::traffic::replica_split;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
@@ -22,7 +23,7 @@ pub fn run(cx: &mut Ctx, t: &Timing) {
         cx.status.stage_index = Some(index as i32);
         cx.status.stage = Some(format!("{}/{n}", index + 1));
     }
-    let old_pause = pause_reason(cx.status.phase, cx.status.hold_reason.as_deref());
+    let old_pause = pause_reason(&cx.status);
     if cx.record_analysis(index) {
         return finish::roll_back(cx);
     }
@@ -135,12 +136,18 @@ fn stage_earned(cx: &Ctx, t: &Timing, index: usize) -> bool {
     ended && st.stage_passed_analyses >= 1 && st.last_verdict == Some(crate::api::Verdict::Pass)
 }
 
-/// Why the experiment is paused, in order of what needs a person most.
-fn pause_reason(phase: Phase, hold: Option<&str>) -> Option<String> {
-    match (phase, hold) {
-        (Phase::Paused, Some(h)) => Some(h.to_string()),
-        (Phase::Paused, None) => Some(PAUSED_BY_USER.into()),
-        _ => None,
+/// Why the stored status is paused. Held at the promotion gate and paused by the spec, both
+/// apply; the stored condition says which one was reported (else every replay would see a
+/// change and repeat the event).
+fn pause_reason(status: &ConcurrencyExperimentStatus) -> Option<String> {
+    if status.phase != Phase::Paused {
+        return None;
+    }
+    let reported = conditions::get(status, conditions::PROGRESSING).map(|c| c.reason.as_str());
+    match (status.hold_reason.as_deref(), reported) {
+        (Some(_), Some(PAUSED_BY_USER)) => Some(PAUSED_BY_USER.into()),
+        (Some(h), _) => Some(h.to_string()),
+        (None, _) => Some(PAUSED_BY_USER.into()),
     }
 }
 

@@ -228,6 +228,27 @@ fn manual_promotion_waits_for_approval() {
 }
 
 #[test]
+fn pausing_at_the_promotion_gate_is_reported_once() {
+    let spec = spec_with(
+        "promotion: manual\nstages: [{weight: 50, duration: 1m}, {weight: 100, duration: 1m}]\n",
+    );
+    let mut run = Run::new(spec, 2);
+    run.tick(None);
+    run.advance(60, 8, Verdict::Pass);
+    assert_eq!(run.status.hold_reason.as_deref(), Some(AWAITING_APPROVAL));
+    run.log.clear();
+    // Every tick also replays itself: a repeated PausedByUser would fail there.
+    run.spec.paused = true;
+    run.advance(60, 3, Verdict::Pass);
+    assert_eq!(condition(&run.status, "Progressing").1, PAUSED_BY_USER);
+    run.spec.paused = false;
+    run.advance(60, 3, Verdict::Pass);
+    assert_eq!(condition(&run.status, "Progressing").1, AWAITING_APPROVAL);
+    assert_eq!(run.events(), [PAUSED_BY_USER, AWAITING_APPROVAL]);
+    assert_eq!(run.status.phase, Phase::Paused);
+}
+
+#[test]
 fn analyses_are_recorded_once_and_truncated() {
     let mut run = in_stage_one();
     run.now = 70;
