@@ -219,12 +219,21 @@ fn manual_promotion_waits_for_approval() {
     failing.now = run.now;
     failing.advance(60, 2, Verdict::Fail);
     assert_eq!(failing.status.phase, Phase::RollingBack);
-    // Approval promotes.
+    // spec.approved promotes; there is no annotation to remove.
     run.now += 5;
-    let out = run.tick_with(None, |o| o.approved = true).clone();
+    run.world.spec_approved = true;
+    let out = run.tick(None).clone();
     assert_eq!(out.status.phase, Phase::Promoting);
-    assert_eq!(out.status.decision.unwrap().reason, "Approved");
+    let decision = out.status.decision.unwrap();
+    assert_eq!(decision.reason, "Approved");
+    assert!(
+        decision.message.contains("spec.approved"),
+        "{}",
+        decision.message
+    );
     assert!(out.actions.contains(&Action::PromoteTarget));
+    assert!(!out.actions.contains(&Action::ClearApproval));
+    assert!(!out.status.approve_annotation_consumed);
 }
 
 #[test]
