@@ -165,3 +165,45 @@ fn defaults_fill_in_the_stage_plan() {
     assert_eq!(typed.spec.analysis.interval, "1m");
     assert_eq!(typed.spec.analysis.min_requests, 50);
 }
+
+#[test]
+fn quantile_is_accepted_for_latency_and_queue_time_only() {
+    let with_check = |check: Value| {
+        serde_json::json!({
+            "apiVersion": "concurrency.dev/v1alpha1",
+            "kind": "ConcurrencyExperiment",
+            "metadata": {"name": "x"},
+            "spec": {
+                "targetRef": {"name": "storefront"},
+                "candidate": {"server": "puma", "workers": 2, "threads": 4},
+                "analysis": {"prometheus": {"url": "http://p:9090"}, "checks": [check]}
+            }
+        })
+    };
+    for metric in ["latency", "queueTime"] {
+        let object = with_check(serde_json::json!(
+            {"metric": metric, "quantile": 0.9, "max": "50ms", "maxIncrease": "50%"}
+        ));
+        assert!(
+            refusals(&object).is_empty(),
+            "{metric}: {:?}",
+            refusals(&object)
+        );
+        let typed: ConcurrencyExperiment = serde_json::from_value(object).unwrap();
+        assert_eq!(typed.spec.analysis.checks[0].display_name(), metric);
+        assert_eq!(
+            typed.spec.analysis.metrics.queue_time,
+            "rails_request_queue_time_seconds"
+        );
+    }
+    let refused = refusals(&with_check(serde_json::json!(
+        {"metric": "gvlWait", "quantile": 0.9, "max": "5%"}
+    )));
+    assert!(
+        refused
+            .iter()
+            .any(|r| r.starts_with("spec.analysis.checks[0].quantile")
+                && r.contains("latency or queueTime")),
+        "{refused:?}"
+    );
+}

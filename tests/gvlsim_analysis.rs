@@ -6,20 +6,20 @@
 //! Needs the `gvl-sim` binary: `cargo build -p gvl-sim` (found next to this test's target
 //! directory) or `GVL_SIM_BIN`.
 
+#[path = "prometheus_analysis/gvlsim.rs"]
+mod gvlsim;
 #[allow(dead_code)]
 #[path = "prometheus_analysis/harness.rs"]
 mod harness;
 
-use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;
-use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use concurrency_operator::analysis::{
     analyse, recommended_threads, AnalysisContext, PrometheusClient,
 };
 use concurrency_operator::api::{ConcurrencyExperimentSpec, Verdict};
+use gvlsim::Proc;
 use harness::{start_prometheus, wait_for_data};
 use jiff::Timestamp;
 
@@ -30,84 +30,22 @@ const CPU_MS: f64 = 5.0;
 const IO_MS: f64 = 6.0;
 const EXTRA_MS: f64 = 40.0;
 
-/// Kills the child on drop, also when an assertion fails.
-struct Proc(Child);
-
-impl Drop for Proc {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
-
-fn gvl_sim_binary() -> PathBuf {
-    if let Ok(p) = std::env::var("GVL_SIM_BIN") {
-        return PathBuf::from(p);
-    }
-    // target/<profile>/deps/<this test> → target/<profile>/gvl-sim
-    let exe = std::env::current_exe().unwrap();
-    let bin = exe
-        .parent()
-        .and_then(|d| d.parent())
-        .unwrap()
-        .join("gvl-sim");
-    assert!(
-        bin.is_file(),
-        "gvl-sim binary missing at {}: run `cargo build -p gvl-sim` first (or set GVL_SIM_BIN)",
-        bin.display()
-    );
-    bin
-}
-
-/// Starts `gvl-sim serve` on a free loopback port and returns it with its address.
+/// Puma 1×4 with the given slow-dependency delay.
 fn start_server(extra_latency_ms: f64) -> (Proc, SocketAddr) {
-    let mut child = Command::new(gvl_sim_binary())
-        .args(["serve", "--bind", "127.0.0.1"])
-        .env("SERVER", "puma")
-        .env("WEB_CONCURRENCY", "1")
-        .env("RAILS_MAX_THREADS", "4")
-        .env("CPU_MS", CPU_MS.to_string())
-        .env("IO_MS", IO_MS.to_string())
+    gvlsim::start_server(&[
+        ("SERVER", "puma".into()),
+        ("WEB_CONCURRENCY", "1".into()),
+        ("RAILS_MAX_THREADS", "4".into()),
+        ("CPU_MS", CPU_MS.to_string()),
+        ("IO_MS", IO_MS.to_string()),
         // Hold the GVL for wall time: exact CPU/I/O shares on a shared machine.
-        .env("CPU_CLOCK", "wall")
-        .env("EXTRA_LATENCY_MS", extra_latency_ms.to_string())
-        .env("PORT", "0")
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut stderr = BufReader::new(child.stderr.take().unwrap());
-    let mut line = String::new();
-    stderr.read_line(&mut line).unwrap();
-    let addr = line
-        .split("listening on ")
-        .nth(1)
-        .and_then(|rest| rest.split_whitespace().next())
-        .and_then(|a| a.parse().ok())
-        .unwrap_or_else(|| panic!("gvl-sim did not report its address: {line:?}"));
-    // Keep draining so a chatty server never blocks on a full pipe.
-    std::thread::spawn(move || {
-        let _ = std::io::copy(&mut stderr, &mut std::io::sink());
-    });
-    (Proc(child), addr)
+        ("CPU_CLOCK", "wall".into()),
+        ("EXTRA_LATENCY_MS", extra_latency_ms.to_string()),
+    ])
 }
 
 fn start_load(addr: SocketAddr, secs: u64) -> Proc {
-    Proc(
-        Command::new(gvl_sim_binary())
-            .args(["load", "--url", &format!("http://{addr}/")])
-            .args([
-                "--rate",
-                &RATE.to_string(),
-                "--duration",
-                &format!("{secs}s"),
-            ])
-            .args(["--connections", "8"])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap(),
-    )
+    gvlsim::start_load(addr, RATE, secs, 8)
 }
 
 fn spec(url: &str) -> ConcurrencyExperimentSpec {

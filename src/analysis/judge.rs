@@ -5,6 +5,12 @@ use crate::api::{parse_percent, BuiltinMetric, Check, CheckResult, Limit, Quanti
 
 use super::stats::MannWhitney;
 
+/// Queue times up to this (seconds) are no queueing: the header's millisecond resolution,
+/// clock skew between load balancer and pod, the histogram's 1 ms first bucket. Without it
+/// `maxIncrease` would turn a baseline of ~0 into "any candidate value fails", and a missing
+/// baseline (no queue-time observations) into Inconclusive for ever.
+pub const QUEUE_TIME_FLOOR: f64 = 0.010;
+
 /// How a check's values are shown to people.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Unit {
@@ -19,7 +25,7 @@ impl Unit {
     /// Built-ins have a fixed unit; a custom check takes the unit its limits are written in.
     pub fn of(check: &Check) -> Unit {
         match check.metric {
-            Some(BuiltinMetric::Latency) => Unit::Seconds,
+            Some(BuiltinMetric::Latency | BuiltinMetric::QueueTime) => Unit::Seconds,
             Some(BuiltinMetric::Memory) => Unit::Bytes,
             Some(BuiltinMetric::GvlWait | BuiltinMetric::ErrorRate) => Unit::Share,
             None => [&check.max, &check.min]
@@ -77,6 +83,10 @@ pub struct Limits {
     pub max: Option<f64>,
     /// Share, e.g. 0.10 for `10%`.
     pub max_increase: Option<f64>,
+    /// Values up to this are noise for `maxIncrease` (queue time): a baseline below it is
+    /// compared as if it were the floor, and a missing or NaN baseline counts as 0 (nothing
+    /// queued), so the candidate is judged against floor × (1 + maxIncrease).
+    pub floor: Option<f64>,
     /// `max 500ms, maxIncrease 10%`.
     pub written: String,
 }
@@ -110,10 +120,12 @@ impl Limits {
         if let Some(p) = &check.max_increase {
             parts.push(format!("maxIncrease {p}"));
         }
+        let floor = (check.metric == Some(BuiltinMetric::QueueTime)).then_some(QUEUE_TIME_FLOOR);
         Ok(Limits {
             min,
             max,
             max_increase,
+            floor,
             written: parts.join(", "),
         })
     }
@@ -178,21 +190,30 @@ pub fn judge_check(
             ),
         );
     };
-    let b = match baseline {
-        Some(b) if b.is_finite() => b,
-        Some(b) => {
+    let b = match (baseline, limits.floor) {
+        (Some(b), _) if b.is_finite() => b,
+        // Queue time: the baseline had requests (minRequests) but nothing was observed
+        // queueing; the candidate, which has a value, is judged against the floor.
+        (_, Some(_)) => 0.0,
+        (Some(b), None) => {
             return (
                 Verdict::Inconclusive,
                 format!("candidate {cand}, but the baseline's value is {b}: nothing to compare maxIncrease {} with", pct(share)),
             )
         }
-        None => {
+        (None, None) => {
             return (
                 Verdict::Inconclusive,
                 format!("candidate {cand}, but no baseline value to compare maxIncrease {} with", pct(share)),
             )
         }
     };
+    let base_value = match baseline {
+        Some(v) if v.is_finite() => f(b),
+        _ => "none (counted as 0)".to_string(),
+    };
+    // Below the floor both sides are noise: compare with the floor instead.
+    let floored = limits.floor.filter(|fl| b < *fl);
     let change = if b != 0.0 {
         // Rounded first, so float noise shows as "+0%" rather than "-0%".
         let rel = ((c - b) / b.abs() * 1000.0).round() / 10.0;
@@ -204,7 +225,7 @@ pub fn judge_check(
     } else {
         "from 0".into()
     };
-    if let Some(mw) = statistical {
+    if let Some(mw) = statistical.filter(|_| floored.is_none()) {
         let verdict = if mw.significant {
             Verdict::Fail
         } else {
@@ -227,14 +248,20 @@ pub fn judge_check(
             ),
         );
     }
-    let allowed = Limits::allowed_above(b, share);
+    let (reference, floor_note) = match floored {
+        Some(fl) => (
+            fl,
+            format!(", below the floor {} so compared with it", f(fl)),
+        ),
+        None => (b, String::new()),
+    };
+    let allowed = Limits::allowed_above(reference, share);
     if c > allowed {
         (
             Verdict::Fail,
             format!(
-                "candidate {cand} is more than maxIncrease {} above baseline {} ({change}; allowed up to {})",
+                "candidate {cand} is more than maxIncrease {} above baseline {base_value} ({change}{floor_note}; allowed up to {})",
                 pct(share),
-                f(b),
                 f(allowed)
             ),
         )
@@ -242,8 +269,7 @@ pub fn judge_check(
         (
             Verdict::Pass,
             format!(
-                "candidate {cand} vs baseline {} ({change}) is within {}",
-                f(b),
+                "candidate {cand} vs baseline {base_value} ({change}{floor_note}) is within {}",
                 limits.written
             ),
         )

@@ -241,3 +241,100 @@ fn aggregation_needs_requests_then_all_passes() {
         Verdict::Inconclusive
     );
 }
+
+fn queue_time(max: Option<&str>, inc: Option<&str>) -> (Limits, Unit) {
+    let mut c = check(Some(BuiltinMetric::QueueTime));
+    c.quantile = Some(0.9);
+    c.max = max.map(|m| Limit::Text(m.into()));
+    c.max_increase = inc.map(String::from);
+    (Limits::from_check(&c).unwrap(), Unit::of(&c))
+}
+
+#[test]
+fn queue_time_max_fails_a_queueing_candidate_whatever_the_baseline() {
+    let (l, u) = queue_time(Some("50ms"), None);
+    assert_eq!((u, l.max, l.floor), (Unit::Seconds, Some(0.05), Some(0.01)));
+    for base in [Some(0.0), Some(0.0009), Some(f64::NAN), None] {
+        let (v, reason) = judge_check(&l, u, base, Some(2.0), None);
+        assert_eq!(v, Verdict::Fail, "{base:?}: {reason}");
+        assert!(
+            reason.starts_with("candidate 2s is above max 50ms"),
+            "{reason}"
+        );
+        let (v, reason) = judge_check(&l, u, base, Some(0.003), None);
+        assert_eq!(v, Verdict::Pass, "{base:?}: {reason}");
+    }
+}
+
+#[test]
+fn queue_time_increase_from_no_queueing_is_judged_against_the_floor() {
+    let (l, u) = queue_time(None, Some("50%"));
+    // Baseline not queueing (~0, the histogram's first bucket) or nothing observed at all:
+    // the candidate may reach floor × 1.5 = 15ms.
+    for base in [Some(0.0), Some(0.0009), Some(f64::NAN), None] {
+        let (v, reason) = judge_check(&l, u, base, Some(2.0), None);
+        assert_eq!(v, Verdict::Fail, "{base:?}: {reason}");
+        assert!(reason.contains("allowed up to 15ms"), "{reason}");
+        assert!(reason.contains("below the floor 10ms"), "{reason}");
+        let (v, reason) = judge_check(&l, u, base, Some(0.012), None);
+        assert_eq!(v, Verdict::Pass, "{base:?}: {reason}");
+        assert_eq!(judge_check(&l, u, base, Some(0.016), None).0, Verdict::Fail);
+    }
+    let (_, reason) = judge_check(&l, u, None, Some(2.0), None);
+    assert!(reason.contains("baseline none (counted as 0)"), "{reason}");
+    // Above the floor the usual rule holds: 100ms baseline allows 150ms.
+    assert_eq!(
+        judge_check(&l, u, Some(0.1), Some(0.14), None).0,
+        Verdict::Pass
+    );
+    let (v, reason) = judge_check(&l, u, Some(0.1), Some(0.16), None);
+    assert_eq!(v, Verdict::Fail);
+    assert!(!reason.contains("floor"), "{reason}");
+}
+
+#[test]
+fn queue_time_without_candidate_data_stays_inconclusive() {
+    let (l, u) = queue_time(Some("50ms"), Some("50%"));
+    for cand in [None, Some(f64::NAN)] {
+        for base in [Some(0.0), Some(f64::NAN), None] {
+            assert_eq!(
+                judge_check(&l, u, base, cand, None).0,
+                Verdict::Inconclusive,
+                "{base:?} {cand:?}"
+            );
+        }
+    }
+    // A candidate without requests: Inconclusive even though the check itself passed.
+    let checks = [result("queueTime", Verdict::Pass)];
+    assert_eq!(
+        aggregate(&checks, Some(100.0), Some(0.0), 50).0,
+        Verdict::Inconclusive
+    );
+}
+
+#[test]
+fn queue_time_below_the_floor_is_not_tested_statistically() {
+    let (l, u) = queue_time(None, Some("10%"));
+    let significant = MannWhitney {
+        u: 30.0,
+        p_value: 0.01,
+        n_baseline: 6,
+        n_candidate: 6,
+        alpha: 0.05,
+        significant: true,
+        exact: true,
+    };
+    // 2ms vs 4ms is "significantly" worse but not queueing: the floor rule decides.
+    let (v, reason) = judge_check(&l, u, Some(0.002), Some(0.004), Some(&significant));
+    assert_eq!(v, Verdict::Pass, "{reason}");
+    // Above the floor the test applies as for latency.
+    let (v, reason) = judge_check(&l, u, Some(0.2), Some(0.21), Some(&significant));
+    assert_eq!(v, Verdict::Fail, "{reason}");
+    // Latency keeps its rules: no floor, a NaN baseline is Inconclusive for maxIncrease.
+    let (lat, lu) = latency(None, Some("50%"));
+    assert_eq!(lat.floor, None);
+    assert_eq!(
+        judge_check(&lat, lu, Some(f64::NAN), Some(0.3), None).0,
+        Verdict::Inconclusive
+    );
+}

@@ -6,7 +6,7 @@
 
 use crate::api::{BuiltinMetric, MetricNames};
 
-/// Default latency quantile.
+/// Default quantile of `latency` and `queueTime`.
 pub const DEFAULT_QUANTILE: f64 = 0.99;
 
 /// Every built-in selector: the variant's namespace and pods.
@@ -74,11 +74,30 @@ pub fn validate_names(names: &MetricNames) -> Result<(), QueryError> {
     metric("gvlWaitSeconds", &names.gvl_wait_seconds)?;
     metric("ioWaitSeconds", &names.io_wait_seconds)?;
     metric("runningSeconds", &names.running_seconds)?;
+    metric("queueTime", &names.queue_time)?;
     metric("memory", &names.memory)?;
     Ok(())
 }
 
-/// The template of a built-in check. `quantile` only matters for latency.
+/// A quantile of a histogram over the variant's pods.
+fn histogram_quantile(
+    which: BuiltinMetric,
+    quantile: Option<f64>,
+    histogram: &str,
+) -> Result<String, QueryError> {
+    let q = quantile.unwrap_or(DEFAULT_QUANTILE);
+    if !(q > 0.0 && q < 1.0) {
+        return Err(QueryError::BadQuantile {
+            check: which.name().into(),
+            value: q,
+        });
+    }
+    Ok(format!(
+        "histogram_quantile({q}, sum by (le) (rate({histogram}_bucket{{{SELECTOR}}}[{{{{interval}}}}])))"
+    ))
+}
+
+/// The template of a built-in check. `quantile` only matters for latency and queue time.
 pub fn builtin_template(
     which: BuiltinMetric,
     quantile: Option<f64>,
@@ -86,17 +105,12 @@ pub fn builtin_template(
 ) -> Result<String, QueryError> {
     Ok(match which {
         BuiltinMetric::Latency => {
-            let q = quantile.unwrap_or(DEFAULT_QUANTILE);
-            if !(q > 0.0 && q < 1.0) {
-                return Err(QueryError::BadQuantile {
-                    check: which.name().into(),
-                    value: q,
-                });
-            }
             let h = metric("requestDuration", &names.request_duration)?;
-            format!(
-                "histogram_quantile({q}, sum by (le) (rate({h}_bucket{{{SELECTOR}}}[{{{{interval}}}}])))"
-            )
+            histogram_quantile(which, quantile, h)?
+        }
+        BuiltinMetric::QueueTime => {
+            let h = metric("queueTime", &names.queue_time)?;
+            histogram_quantile(which, quantile, h)?
         }
         BuiltinMetric::Memory => {
             // Working set averaged over the interval per pod, then across the variant's pods:
@@ -167,6 +181,37 @@ mod tests {
             .starts_with("histogram_quantile(0.5, "));
         let e = builtin_template(BuiltinMetric::Latency, Some(1.5), &names).unwrap_err();
         assert_eq!(e.category(), "BadQuantile");
+    }
+
+    #[test]
+    fn queue_time_is_a_histogram_quantile() {
+        let names = MetricNames::default();
+        assert_eq!(
+            builtin_template(BuiltinMetric::QueueTime, Some(0.9), &names).unwrap(),
+            format!("histogram_quantile(0.9, sum by (le) (rate(rails_request_queue_time_seconds_bucket{SEL}[{{{{interval}}}}])))")
+        );
+        assert!(builtin_template(BuiltinMetric::QueueTime, None, &names)
+            .unwrap()
+            .starts_with("histogram_quantile(0.99, "));
+        let custom = MetricNames {
+            queue_time: "http_server_queue_seconds".into(),
+            ..MetricNames::default()
+        };
+        assert!(builtin_template(BuiltinMetric::QueueTime, None, &custom)
+            .unwrap()
+            .contains("rate(http_server_queue_seconds_bucket{"));
+        let e = builtin_template(BuiltinMetric::QueueTime, Some(0.0), &names).unwrap_err();
+        assert_eq!(e.category(), "BadQuantile");
+        let bad = MetricNames {
+            queue_time: "q{x=\"y\"}".into(),
+            ..MetricNames::default()
+        };
+        let e = builtin_template(BuiltinMetric::QueueTime, None, &bad).unwrap_err();
+        assert!(
+            e.to_string().starts_with("spec.analysis.metrics.queueTime"),
+            "{e}"
+        );
+        assert!(validate_names(&bad).is_err());
     }
 
     #[test]

@@ -81,6 +81,10 @@ pub struct MetricNames {
     pub io_wait_seconds: String,
     #[serde(default = "d_running")]
     pub running_seconds: String,
+    /// Request queue-time histogram (without `_bucket`): load balancer's `X-Request-Start`
+    /// to the app picking the request up.
+    #[serde(default = "d_queue_time")]
+    pub queue_time: String,
     /// Working-set memory per container (cAdvisor).
     #[serde(default = "d_memory")]
     pub memory: String,
@@ -95,6 +99,7 @@ impl Default for MetricNames {
             gvl_wait_seconds: d_gvl_wait(),
             io_wait_seconds: d_io_wait(),
             running_seconds: d_running(),
+            queue_time: d_queue_time(),
             memory: d_memory(),
         }
     }
@@ -111,6 +116,9 @@ pub enum BuiltinMetric {
     GvlWait,
     /// Share of requests answered with 5xx (0–1).
     ErrorRate,
+    /// A quantile of the request queue-time histogram (seconds): the wait for a free thread
+    /// that the request duration cannot see. Needs `X-Request-Start` from the load balancer.
+    QueueTime,
 }
 
 impl BuiltinMetric {
@@ -120,6 +128,7 @@ impl BuiltinMetric {
             BuiltinMetric::Memory => "memory",
             BuiltinMetric::GvlWait => "gvlWait",
             BuiltinMetric::ErrorRate => "errorRate",
+            BuiltinMetric::QueueTime => "queueTime",
         }
     }
 }
@@ -130,7 +139,7 @@ impl BuiltinMetric {
 #[x_kube(
     validation = Rule::new("has(self.metric) != has(self.query)").message("set exactly one of metric or query").field_path(".metric"),
     validation = Rule::new("has(self.min) || has(self.max) || has(self.maxIncrease)").message("a check needs at least one of min, max or maxIncrease").field_path(".max").reason(kube::core::Reason::FieldValueRequired),
-    validation = Rule::new("!has(self.quantile) || (has(self.metric) && self.metric == 'latency')").message("quantile is only valid for metric: latency").field_path(".quantile").reason(kube::core::Reason::FieldValueForbidden)
+    validation = Rule::new("!has(self.quantile) || (has(self.metric) && (self.metric == 'latency' || self.metric == 'queueTime'))").message("quantile is only valid for metric: latency or queueTime").field_path(".quantile").reason(kube::core::Reason::FieldValueForbidden)
 )]
 pub struct Check {
     /// Defaults to the metric's name; required for custom queries.
@@ -144,7 +153,7 @@ pub struct Check {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(min = 1, max = 4096))]
     pub query: Option<String>,
-    /// Latency quantile, default 0.99.
+    /// Quantile for `latency` and `queueTime`, default 0.99.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 0.01, max = 0.9999))]
     pub quantile: Option<f64>,
@@ -247,6 +256,9 @@ fn d_io_wait() -> String {
 }
 fn d_running() -> String {
     "ruby_running_seconds_total".into()
+}
+fn d_queue_time() -> String {
+    "rails_request_queue_time_seconds".into()
 }
 fn d_memory() -> String {
     "container_memory_working_set_bytes".into()

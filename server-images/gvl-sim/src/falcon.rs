@@ -108,6 +108,11 @@ async fn handle(
     let Route::Work(spec) = r else {
         return Ok(simple(&r, || shared.metrics.render()));
     };
+    // The loop starting this task (a work request) is the app picking the request up.
+    if let Some(t) = crate::queue_time::from_headers(req.headers()) {
+        let waited = crate::queue_time::since(t, std::time::SystemTime::now());
+        shared.metrics.observe_queue_time(waited);
+    }
     let (steps, fail) = shared.prepare(&spec);
     let times = run_steps(&steps, db_pool.as_deref(), &shared).await;
     Ok(shared.finish(worker, fail, started, &times))

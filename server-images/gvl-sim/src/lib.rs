@@ -10,5 +10,6 @@ pub mod load;
 pub mod memory;
 pub mod metrics;
 pub mod puma;
+pub mod queue_time;
 pub mod server;
 pub mod work;

@@ -20,6 +20,12 @@ pub const DURATION_BUCKETS: [f64; 15] = [
     0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.25, 0.5, 0.75, 1.0, 1.5, 2.5, 5.0, 7.5, 10.0,
 ];
 
+/// 1 ms … 10 s: queue time is near zero while threads are free, so the low end is finer.
+pub const QUEUE_TIME_BUCKETS: [f64; 17] = [
+    0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.25, 0.5, 0.75, 1.0, 1.5, 2.5, 5.0, 7.5,
+    10.0,
+];
+
 pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
 
 type Seconds = Counter<f64, AtomicU64>;
@@ -27,6 +33,7 @@ type Seconds = Counter<f64, AtomicU64>;
 pub struct Metrics {
     registry: Registry,
     duration: Histogram,
+    queue_time: Histogram,
     requests: Family<Vec<(String, String)>, Counter>,
     gvl_wait: Seconds,
     io_wait: Seconds,
@@ -58,6 +65,7 @@ impl Metrics {
     pub fn new() -> Self {
         let mut registry = Registry::default();
         let duration = Histogram::new(DURATION_BUCKETS);
+        let queue_time = Histogram::new(QUEUE_TIME_BUCKETS);
         let requests = Family::<Vec<(String, String)>, Counter>::default();
         let (gvl_wait, io_wait, running, db_pool_wait) = Default::default();
         let puma: [Family<Vec<(String, String)>, Gauge>; 4] = Default::default();
@@ -66,6 +74,11 @@ impl Metrics {
             "rails_request_duration_seconds",
             "Request processing time, from the request being read to the response",
             duration.clone(),
+        );
+        registry.register(
+            "rails_request_queue_time_seconds",
+            "Time from the load balancer's X-Request-Start to the app picking the request up",
+            queue_time.clone(),
         );
         registry.register("rails_requests", "Requests by status", requests.clone());
         registry.register(
@@ -108,6 +121,7 @@ impl Metrics {
         Metrics {
             registry,
             duration,
+            queue_time,
             requests,
             gvl_wait,
             io_wait,
@@ -126,6 +140,11 @@ impl Metrics {
         self.gvl_wait.inc_by(times.gvl_wait.as_secs_f64());
         self.io_wait.inc_by(times.io_wait.as_secs_f64());
         self.running.inc_by(times.running.as_secs_f64());
+    }
+
+    /// Only requests that carried a usable `X-Request-Start` are recorded.
+    pub fn observe_queue_time(&self, waited: Duration) {
+        self.queue_time.observe(waited.as_secs_f64());
     }
 
     pub fn observe_db_pool_wait(&self, waited: Duration) {
@@ -185,6 +204,7 @@ mod tests {
         };
         m.observe_request(200, Duration::from_millis(900), &times);
         m.observe_request(500, Duration::from_millis(3), &GvlTimes::default());
+        m.observe_queue_time(Duration::from_millis(2));
         m.puma_worker(1).max_threads.set(5);
         let text = m.render();
         for needle in [
@@ -192,6 +212,9 @@ mod tests {
             "rails_request_duration_seconds_bucket{le=\"1.0\"} 2",
             "rails_request_duration_seconds_bucket{le=\"0.005\"} 1",
             "rails_request_duration_seconds_count 2",
+            "rails_request_queue_time_seconds_bucket{le=\"0.001\"} 0",
+            "rails_request_queue_time_seconds_bucket{le=\"0.0025\"} 1",
+            "rails_request_queue_time_seconds_count 1",
             "rails_requests_total{status=\"200\"} 1",
             "rails_requests_total{status=\"500\"} 1",
             "ruby_gvl_wait_seconds_total 0.25",

@@ -29,6 +29,8 @@ use tokio::sync::{oneshot, Notify};
 struct Job {
     steps: Vec<Step>,
     fail: bool,
+    /// `X-Request-Start`, seconds since the epoch.
+    request_start: Option<f64>,
     reply: oneshot::Sender<Response<Body>>,
 }
 
@@ -100,6 +102,11 @@ pub fn spawn_worker(
                     // Like yabeda-rails, the duration starts when the app gets the request: the
                     // wait for a thread shows in `puma_backlog`, not in the histogram.
                     let started = Instant::now();
+                    // Queue time ends here, as the app sees it: when a thread picks it up.
+                    if let Some(t) = job.request_start {
+                        let waited = crate::queue_time::since(t, std::time::SystemTime::now());
+                        shared.metrics.observe_queue_time(waited);
+                    }
                     let times = run_steps(&gvl, &job.steps, shared.config.work.cpu_clock);
                     // Recorded even if the client has gone: Puma finishes the request too.
                     let resp = shared.finish(worker, job.fail, started, &times);
@@ -163,11 +170,19 @@ async fn handle(
         return Ok(simple(&r, || shared.metrics.render()));
     };
     let (steps, fail) = shared.prepare(&spec);
+    let request_start = crate::queue_time::from_headers(req.headers());
     let (reply, done) = oneshot::channel();
     pool.in_flight.fetch_add(1, Ordering::AcqRel);
     pool.gauges.backlog.inc();
     let sent = match pool.jobs.lock() {
-        Ok(jobs) => jobs.send(Job { steps, fail, reply }).is_ok(),
+        Ok(jobs) => jobs
+            .send(Job {
+                steps,
+                fail,
+                request_start,
+                reply,
+            })
+            .is_ok(),
         Err(_) => false,
     };
     let resp = if sent { done.await.ok() } else { None };

@@ -68,6 +68,7 @@ async fn load(max_age: Option<Duration>) -> (gvl_sim::load::report::Summary, Arc
         max_connection_age: max_age,
         allow_cidr: vec![],
         json: false,
+        no_request_start: false,
     };
     let started = Instant::now();
     let s = run(&args).await.unwrap();

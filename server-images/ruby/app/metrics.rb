@@ -13,6 +13,9 @@ module Reference
     # yabeda-rails' default buckets (seconds); the large ones cover requests queued behind a
     # saturated thread pool.
     BUCKETS = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60].freeze
+    # Queue time is ~0 while threads are free, so the low end is finer (as gvl-sim's).
+    QUEUE_BUCKETS = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.25, 0.5, 0.75, 1, 1.5,
+                     2.5, 5, 7.5, 10].freeze
     # Upper bound on how stale another worker's numbers can be on /metrics.
     FLUSH_INTERVAL = 0.2
 
@@ -51,12 +54,29 @@ module Reference
       end
     end
 
+    # Request queue time (seconds) of one request that carried X-Request-Start.
+    def record_queue_time(seconds)
+      @mutex.synchronize do
+        reset_for_this_process if @pid != Process.pid
+        s = @state
+        i = QUEUE_BUCKETS.index { |le| seconds <= le } || QUEUE_BUCKETS.size
+        s[:queue_buckets][i] += 1
+        s[:queue_sum] += seconds
+        s[:queue_count] += 1
+        @dirty = true
+      end
+    end
+
     # Text exposition format 0.0.4.
     def render
       states = all_states
       total = merge(states)
       lines = []
-      histogram(lines, total)
+      histogram(lines, "rails_request_duration_seconds", BUCKETS, total[:buckets], total[:sum], total[:count],
+                "Time spent in the Rack app per request (excludes time queued in the server).")
+      histogram(lines, "rails_request_queue_time_seconds", QUEUE_BUCKETS, total[:queue_buckets],
+                total[:queue_sum], total[:queue_count],
+                "Time from the load balancer's X-Request-Start to the app picking the request up.")
       lines << "# HELP rails_requests_total Requests answered by the Rack app, by HTTP status."
       lines << "# TYPE rails_requests_total counter"
       total[:status].sort.each { |code, n| lines << %(rails_requests_total{status="#{code}"} #{n}) }
@@ -114,7 +134,8 @@ module Reference
 
     def empty_state(pid)
       { pid: pid, buckets: Array.new(BUCKETS.size + 1, 0), sum: 0.0, count: 0, status: {},
-        running: 0.0, io: 0.0, gvl: 0.0, pool: 0.0, runqueue: 0.0, puma: nil }
+        running: 0.0, io: 0.0, gvl: 0.0, pool: 0.0, runqueue: 0.0, puma: nil,
+        queue_buckets: Array.new(QUEUE_BUCKETS.size + 1, 0), queue_sum: 0.0, queue_count: 0 }
     end
 
     # Writes the last requests of a worker that then goes idle.
@@ -172,7 +193,8 @@ module Reference
       acc = empty_state(nil)
       states.each do |s|
         acc[:buckets] = acc[:buckets].zip(s[:buckets]).map(&:sum)
-        %i[sum count running io gvl pool runqueue].each { |k| acc[k] += s[k] }
+        acc[:queue_buckets] = acc[:queue_buckets].zip(s[:queue_buckets]).map(&:sum)
+        %i[sum count running io gvl pool runqueue queue_sum queue_count].each { |k| acc[k] += s[k] }
         s[:status].each { |code, n| acc[:status][code] = acc[:status].fetch(code, 0) + n }
       end
       acc
@@ -205,19 +227,18 @@ module Reference
       true
     end
 
-    def histogram(lines, total)
-      name = "rails_request_duration_seconds"
-      lines << "# HELP #{name} Time spent in the Rack app per request (excludes time queued in the server)."
+    def histogram(lines, name, bounds, buckets, sum, count, help)
+      lines << "# HELP #{name} #{help}"
       lines << "# TYPE #{name} histogram"
       cumulative = 0
-      BUCKETS.each_with_index do |le, i|
-        cumulative += total[:buckets][i]
+      bounds.each_with_index do |le, i|
+        cumulative += buckets[i]
         lines << %(#{name}_bucket{le="#{le}"} #{cumulative})
       end
-      cumulative += total[:buckets][BUCKETS.size]
+      cumulative += buckets[bounds.size]
       lines << %(#{name}_bucket{le="+Inf"} #{cumulative})
-      lines << "#{name}_sum #{format_float(total[:sum])}"
-      lines << "#{name}_count #{total[:count]}"
+      lines << "#{name}_sum #{format_float(sum)}"
+      lines << "#{name}_count #{count}"
     end
 
     def counter(lines, name, value, help)

@@ -6,6 +6,7 @@ require "rack/utils"
 require_relative "settings"
 require_relative "timing"
 require_relative "metrics"
+require_relative "request_start"
 
 module Reference
   # The three endpoint shapes of the Puma-vs-Falcon benchmark (seed 000), each a set of
@@ -161,6 +162,9 @@ module Reference
       end
 
       @metrics.attach_server(Puma::Server.current) if defined?(Puma::Server) && Puma::Server.respond_to?(:current)
+      # The app picks the request up now: a Puma thread took it / Falcon started its fiber.
+      queued = RequestStart.queue_time(env["HTTP_X_REQUEST_START"])
+      @metrics.record_queue_time(queued) if queued
       timing = Timing.new(@timing_mode, fibers: @fibers)
       env["reference.timing"] = timing
       status, headers, body = @app.call(env)

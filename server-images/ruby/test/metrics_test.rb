@@ -69,6 +69,46 @@ class MetricsTest < Minitest::Test
     end
   end
 
+  def test_queue_time_is_summed_over_workers
+    Dir.mktmpdir do |dir|
+      metrics = Reference::Metrics.new(dir: dir, server: "puma", gvl_source: "estimate")
+      child = fork do
+        metrics.record_queue_time(0.0)
+        metrics.record_queue_time(2.0)
+        metrics.flush
+        exit!(0)
+      end
+      Process.wait(child)
+      metrics.record_queue_time(0.004)
+      m = parse(metrics.render)
+      assert_equal 3, m["rails_request_queue_time_seconds_count"]
+      assert_in_delta 2.004, m["rails_request_queue_time_seconds_sum"], 1e-9
+      assert_equal 1, m['rails_request_queue_time_seconds_bucket{le="0.001"}']
+      assert_equal 2, m['rails_request_queue_time_seconds_bucket{le="0.005"}']
+      assert_equal 2, m['rails_request_queue_time_seconds_bucket{le="1.5"}']
+      assert_equal 3, m['rails_request_queue_time_seconds_bucket{le="2.5"}']
+      assert_equal 3, m['rails_request_queue_time_seconds_bucket{le="+Inf"}']
+      assert_equal 0, m["rails_request_duration_seconds_count"]
+    end
+  end
+
+  def test_request_start_header_formats
+    parse = ->(v) { Reference::RequestStart.parse(v) }
+    assert_in_delta 1_700_000_000.123, parse.call("t=1700000000123"), 1e-6
+    assert_in_delta 1_700_000_000.123456, parse.call("t=1700000000123456"), 1e-6
+    assert_in_delta 1_700_000_000.123, parse.call("t=1700000000.123"), 1e-6
+    assert_in_delta 1_700_000_000.123, parse.call("1700000000123"), 1e-6
+    assert_in_delta 1_700_000_000.0, parse.call(" t=1700000000 "), 1e-6
+    assert_in_delta 1_700_000_000.1234568, parse.call("t=1700000000123456789"), 1e-6
+    ["", "t=", "abc", "t=abc", "t=-1700000000123", "t=5", "t=1.2.3", "t=1e12", "t=0",
+     "t=1700000000123ms", nil].each do |bad|
+      assert_nil parse.call(bad), bad.inspect
+    end
+    assert_in_delta 0.4, Reference::RequestStart.queue_time("t=1700000000100", 1_700_000_000.5), 1e-6
+    assert_equal 0.0, Reference::RequestStart.queue_time("t=1700000001000", 1_700_000_000.5)
+    assert_nil Reference::RequestStart.queue_time("garbage", 1_700_000_000.5)
+  end
+
   def test_single_process_without_a_directory_keeps_counters_in_memory
     metrics = Reference::Metrics.new(dir: nil, server: "falcon", gvl_source: "estimate")
     metrics.record(404, FakeTiming.new(0.001, 0.001, 0.0, 0.0, 0.0, 0.0))

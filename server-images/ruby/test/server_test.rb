@@ -71,6 +71,27 @@ class ServerTest < Minitest::Test
     assert_in_delta 20 * 0.6, metrics["ruby_io_wait_seconds_total"], 1e-6
   end
 
+  # X-Request-Start (as a load balancer sets it) to a Puma thread picking the request up:
+  # the second request waits behind the first for the only thread, and that wait is recorded
+  # as queue time although its own duration is short. Requests without the header are not.
+  def test_puma_records_the_wait_for_a_thread_as_queue_time
+    start_server("SERVER" => "puma", "RAILS_MAX_THREADS" => "1")
+    busy = Thread.new { get("/b?io_ms=800").code }
+    sleep 0.2
+    stamp = "t=#{(Time.now.to_f * 1000).round}"
+    queued = Net::HTTP.start("127.0.0.1", @port, read_timeout: 30) do |http|
+      http.get("/a", "X-Request-Start" => stamp)
+    end
+    assert_equal "200", queued.code
+    assert_equal "200", busy.value
+    assert_equal "200", get("/a").code
+    m = metrics
+    assert_equal 1, m["rails_request_queue_time_seconds_count"]
+    # It waited about 0.6 s for the thread (0.8 s busy, sent 0.2 s in).
+    assert_operator m["rails_request_queue_time_seconds_sum"], :>=, 0.3
+    assert_operator m["rails_request_queue_time_seconds_sum"], :<, 5.0
+  end
+
   # METRICS_PORT is served by bin/serve from the workers' files, so it answers while every
   # Puma thread is busy (the app port's /metrics would queue behind the busy request).
   def test_metrics_port_answers_while_all_puma_threads_are_busy

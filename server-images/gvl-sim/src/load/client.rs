@@ -85,6 +85,8 @@ pub struct HttpSender {
     host_header: String,
     path: String,
     max_age: Option<Duration>,
+    /// Send `X-Request-Start`, as a load balancer does.
+    request_start: bool,
     conn: Option<Live>,
     opened: u64,
 }
@@ -98,9 +100,16 @@ impl HttpSender {
             host_header: format!("{}:{}", target.host, target.port),
             path: target.path.clone(),
             max_age,
+            request_start: true,
             conn: None,
             opened: 0,
         }
+    }
+
+    /// Whether each request carries `X-Request-Start: t=<unix ms>` (default: yes).
+    pub fn with_request_start(mut self, on: bool) -> Self {
+        self.request_start = on;
+        self
     }
 
     async fn connect(&mut self) -> Result<Live, String> {
@@ -138,8 +147,18 @@ impl HttpSender {
             max_age,
         } = live;
         conn.ready().await.map_err(|e| format!("connection: {e}"))?;
-        let req = Request::get(self.path.as_str())
-            .header(http::header::HOST, self.host_header.as_str())
+        let mut req =
+            Request::get(self.path.as_str()).header(http::header::HOST, self.host_header.as_str());
+        if self.request_start {
+            // Stamped once the connection is ready, just before the request is written: the
+            // moment a load balancer would forward it.
+            let now = std::time::SystemTime::now();
+            req = req.header(
+                crate::queue_time::HEADER,
+                crate::queue_time::header_value(now),
+            );
+        }
+        let req = req
             .body(Empty::<Bytes>::new())
             .map_err(|e| format!("request: {e}"))?;
         let resp = conn

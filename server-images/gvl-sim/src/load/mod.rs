@@ -49,6 +49,11 @@ pub struct LoadArgs {
     /// Print JSON instead of the table.
     #[arg(long)]
     pub json: bool,
+    /// Do not send `X-Request-Start: t=<unix ms>`. By default each request carries it,
+    /// stamped as the request is written — what a load balancer adds — so the server can
+    /// report request queue time (the wait for a free thread).
+    #[arg(long)]
+    pub no_request_start: bool,
 }
 
 #[derive(Debug, thiserror::Error, PartialEq)]
@@ -167,6 +172,7 @@ pub async fn run(args: &LoadArgs) -> Result<report::Summary, LoadError> {
     let addr = resolve_checked(&target, &args.allow_cidr).await?;
     let results = engine::run(&plan, |_| {
         client::HttpSender::new(addr, &target, plan.max_connection_age)
+            .with_request_start(!args.no_request_start)
     })
     .await;
     Ok(report::summarize(&args.url, &plan, &results))
@@ -228,6 +234,12 @@ mod tests {
         let argv = ["x", "--url", "http://127.0.0.1:1/", "--rate", "1"];
         let bad = [&argv[..], &["--max-connection-age", "soon"]].concat();
         assert!(Cli::try_parse_from(bad).is_err());
+    }
+
+    #[test]
+    fn request_start_is_on_unless_turned_off() {
+        assert!(!args(&["--rate", "10"]).no_request_start);
+        assert!(args(&["--rate", "10", "--no-request-start"]).no_request_start);
     }
 
     #[test]

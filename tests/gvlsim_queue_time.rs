@@ -1,0 +1,116 @@
+//! The demo's blind spot, with real `gvl-sim` servers, its load generator and a real
+//! Prometheus: a candidate with too few threads for the load (Puma 1×1 at 20 req/s of 62 ms
+//! requests, capacity ~16 req/s) has the same server-side latency as the baseline (1×4) —
+//! the wait for the thread is outside the request-duration histogram — so `latency` passes,
+//! while `queueTime` (from the load generator's `X-Request-Start`) fails it.
+//!
+//! Needs the `gvl-sim` binary: `cargo build -p gvl-sim` (found next to this test's target
+//! directory) or `GVL_SIM_BIN`.
+
+#[path = "prometheus_analysis/gvlsim.rs"]
+mod gvlsim;
+#[allow(dead_code)]
+#[path = "prometheus_analysis/harness.rs"]
+mod harness;
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use concurrency_operator::analysis::{analyse, AnalysisContext, PrometheusClient};
+use concurrency_operator::api::{ConcurrencyExperimentSpec, Verdict};
+use gvlsim::Proc;
+use harness::{free_port, start_prometheus, wait_for_data};
+use jiff::Timestamp;
+
+const NAMESPACE: &str = "shop";
+const WINDOW_SECS: u64 = 6;
+const RATE: u32 = 20;
+const IO_MS: f64 = 62.0;
+
+/// Puma, one worker with `threads` threads, 62 ms of I/O per request: (process, app
+/// address, metrics address). `/metrics` is also on its own port, so scrapes never wait
+/// behind a saturated pool.
+fn start_server(threads: u32) -> (Proc, SocketAddr, SocketAddr) {
+    let metrics_port = free_port();
+    let (proc, addr) = gvlsim::start_server(&[
+        ("SERVER", "puma".into()),
+        ("WEB_CONCURRENCY", "1".into()),
+        ("RAILS_MAX_THREADS", threads.to_string()),
+        ("CPU_MS", "0".into()),
+        ("IO_MS", IO_MS.to_string()),
+        ("METRICS_PORT", metrics_port.to_string()),
+    ]);
+    (proc, addr, SocketAddr::new(addr.ip(), metrics_port))
+}
+
+fn spec(url: &str) -> ConcurrencyExperimentSpec {
+    serde_yaml::from_str(&format!(
+        r#"
+targetRef: {{name: storefront}}
+container: web
+candidate: {{server: puma, workers: 1, threads: 1}}
+analysis:
+  prometheus: {{url: "{url}"}}
+  interval: {WINDOW_SECS}s
+  minRequests: 50
+  checks:
+    - {{metric: latency, quantile: 0.9, maxIncrease: "50%"}}
+    - {{metric: queueTime, quantile: 0.9, max: 50ms, maxIncrease: "50%"}}
+"#
+    ))
+    .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn too_few_threads_pass_latency_but_fail_queue_time() {
+    let (_baseline, baseline_addr, baseline_metrics) = start_server(4);
+    let (_candidate, candidate_addr, candidate_metrics) = start_server(1);
+    let targets = [
+        ("storefront-7d9c5b6f4b-x2k9q", baseline_metrics),
+        ("storefront-candidate-5f4d8c9b7-b2c4d", candidate_metrics),
+    ];
+    let mut prom = start_prometheus(NAMESPACE, &targets);
+    // Enough connections that requests wait at the server (where they would wait behind a
+    // load balancer), not for a free load connection, which would hide them from the stamp.
+    let load_secs = 20;
+    let _loads = [
+        gvlsim::start_load(baseline_addr, RATE, load_secs, 200),
+        gvlsim::start_load(candidate_addr, RATE, load_secs, 200),
+    ];
+    let client = PrometheusClient::new(&prom.url, Duration::from_secs(5)).unwrap();
+    wait_for_data(&mut prom, &client, targets.len(), WINDOW_SECS).await;
+
+    let ctx = AnalysisContext {
+        namespace: NAMESPACE.into(),
+        container: "web".into(),
+        baseline_deployment: "storefront".into(),
+        candidate_deployment: "storefront-candidate".into(),
+        stage_index: 1,
+        weight: 50,
+        now: Timestamp::now(),
+    };
+    let o = analyse(&client, &spec(&prom.url), &ctx, &[]).await;
+    let r = &o.record;
+    let by_name = |n: &str| r.checks.iter().find(|c| c.name == n).unwrap();
+    let (latency, queue) = (by_name("latency"), by_name("queueTime"));
+    eprintln!(
+        "latency p90: baseline {:?}, candidate {:?}; queue time p90: baseline {:?}, candidate {:?}; requests {:?} / {:?}",
+        latency.baseline, latency.candidate, queue.baseline, queue.candidate,
+        r.baseline_requests, r.candidate_requests
+    );
+    assert_eq!(r.verdict, Verdict::Fail, "{r:#?}");
+    assert_eq!(r.reason.as_deref(), Some("failed: queueTime"), "{r:#?}");
+    // The server-side latency cannot tell them apart: both ~62 ms of work.
+    assert_eq!(latency.verdict, Verdict::Pass, "{latency:#?}");
+    // The candidate's backlog grows by ~4 req/s: seconds of queueing, the baseline ~none.
+    assert!(queue.candidate.unwrap() > 0.5, "{queue:#?}");
+    assert!(queue.baseline.unwrap() < 0.05, "{queue:#?}");
+    assert!(
+        queue
+            .reason
+            .as_deref()
+            .unwrap_or_default()
+            .contains("above max 50ms"),
+        "{queue:#?}"
+    );
+}

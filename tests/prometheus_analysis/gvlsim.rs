@@ -1,0 +1,82 @@
+//! `gvl-sim` servers and load generators as child processes, for the tests that analyse real
+//! gvl-sim servers through a real Prometheus.
+
+use std::io::{BufRead, BufReader};
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+
+/// Kills the child on drop, also when an assertion fails.
+pub struct Proc(pub Child);
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+pub fn gvl_sim_binary() -> PathBuf {
+    if let Ok(p) = std::env::var("GVL_SIM_BIN") {
+        return PathBuf::from(p);
+    }
+    // target/<profile>/deps/<this test> → target/<profile>/gvl-sim
+    let exe = std::env::current_exe().unwrap();
+    let bin = exe
+        .parent()
+        .and_then(|d| d.parent())
+        .unwrap()
+        .join("gvl-sim");
+    assert!(
+        bin.is_file(),
+        "gvl-sim binary missing at {}: run `cargo build -p gvl-sim` first (or set GVL_SIM_BIN)",
+        bin.display()
+    );
+    bin
+}
+
+/// Starts `gvl-sim serve` on a free loopback port with `env` (on top of `PORT=0`) and returns
+/// it with its address.
+pub fn start_server(env: &[(&str, String)]) -> (Proc, SocketAddr) {
+    let mut child = Command::new(gvl_sim_binary())
+        .args(["serve", "--bind", "127.0.0.1"])
+        .envs(env.iter().map(|(k, v)| (k, v)))
+        .env("PORT", "0")
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stderr = BufReader::new(child.stderr.take().unwrap());
+    let mut line = String::new();
+    stderr.read_line(&mut line).unwrap();
+    let addr = line
+        .split("listening on ")
+        .nth(1)
+        .and_then(|rest| rest.split_whitespace().next())
+        .and_then(|a| a.parse().ok())
+        .unwrap_or_else(|| panic!("gvl-sim did not report its address: {line:?}"));
+    // Keep draining so a chatty server never blocks on a full pipe.
+    std::thread::spawn(move || {
+        let _ = std::io::copy(&mut stderr, &mut std::io::sink());
+    });
+    (Proc(child), addr)
+}
+
+/// Open-model load at `rate` req/s for `secs` over `connections` connections.
+pub fn start_load(addr: SocketAddr, rate: u32, secs: u64, connections: usize) -> Proc {
+    Proc(
+        Command::new(gvl_sim_binary())
+            .args(["load", "--url", &format!("http://{addr}/")])
+            .args([
+                "--rate",
+                &rate.to_string(),
+                "--duration",
+                &format!("{secs}s"),
+            ])
+            .args(["--connections", &connections.to_string()])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    )
+}
