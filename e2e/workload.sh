@@ -44,7 +44,7 @@ spec:
             - {name: CPU_CLOCK, value: wall}
 $extra
           readinessProbe: {httpGet: {path: /healthz, port: http}, periodSeconds: 1}
-          resources: {requests: {cpu: 10m, memory: 16Mi}, limits: {memory: 256Mi}}
+          resources: {requests: {cpu: 10m, memory: 16Mi}, limits: {memory: ${E2E_MEMORY_LIMIT:-256Mi}}}
 ---
 apiVersion: v1
 kind: Service

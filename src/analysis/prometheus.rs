@@ -15,6 +15,8 @@ use prometheus_http_query::{Client, Error as ClientError};
 pub enum PrometheusError {
     #[error("Prometheus URL {url:?} is not usable: {message}")]
     InvalidUrl { url: String, message: String },
+    #[error("cannot set up the HTTP client for Prometheus at {url:?}: {message}")]
+    ClientSetup { url: String, message: String },
     #[error("Prometheus is unreachable: {0}")]
     Unreachable(String),
     #[error("Prometheus did not answer within {0:?}")]
@@ -32,6 +34,7 @@ impl PrometheusError {
     pub fn category(&self) -> &'static str {
         match self {
             PrometheusError::InvalidUrl { .. } => "PrometheusURLInvalid",
+            PrometheusError::ClientSetup { .. } => "PrometheusClientSetup",
             PrometheusError::Unreachable(_) => "PrometheusUnreachable",
             PrometheusError::Timeout(_) => "PrometheusTimeout",
             PrometheusError::BadQuery(_) => "QueryRejected",
@@ -62,7 +65,8 @@ impl std::fmt::Debug for PrometheusClient {
 
 impl PrometheusClient {
     pub fn new(url: &str, timeout: Duration) -> Result<Self, PrometheusError> {
-        let client = Client::try_from(url).map_err(|e| PrometheusError::InvalidUrl {
+        let http = http_client(url)?;
+        let client = Client::from(http, url).map_err(|e| PrometheusError::InvalidUrl {
             url: url.to_string(),
             message: e.to_string(),
         })?;
@@ -96,6 +100,46 @@ impl PrometheusClient {
             .map_err(|_| PrometheusError::Timeout(self.timeout))?
             .map_err(|e| classify(e, self.timeout))?;
         one_value(response.data())
+    }
+}
+
+/// The HTTP client, built so that failures are errors: `reqwest::Client::new()` (what
+/// prometheus-http-query would use) panics when no CA certificates can be loaded, as in an image
+/// without a CA bundle. A plain `http://` URL needs none, so it gets a client that trusts no
+/// certificate authority (an https redirect then fails verification instead of connecting
+/// unverified); an `https://` URL reports what is missing.
+fn http_client(url: &str) -> Result<reqwest::Client, PrometheusError> {
+    let error = match reqwest::Client::builder().build() {
+        Ok(client) => return Ok(client),
+        Err(e) => e,
+    };
+    match reqwest::Url::parse(url) {
+        Ok(u) if u.scheme() == "http" => {
+            tracing::debug!(error = %chain(&error), "no usable TLS roots; Prometheus is plain http");
+            reqwest::Client::builder()
+                .tls_certs_only(std::iter::empty())
+                .build()
+                .map_err(|e| client_setup(url, chain(&e)))
+        }
+        Ok(_) => Err(client_setup(
+            url,
+            format!(
+                "{}; an https URL needs CA certificates: install a CA bundle in the operator \
+                 image (/etc/ssl/certs/ca-certificates.crt) or point SSL_CERT_FILE at one",
+                chain(&error)
+            ),
+        )),
+        Err(e) => Err(PrometheusError::InvalidUrl {
+            url: url.to_string(),
+            message: e.to_string(),
+        }),
+    }
+}
+
+fn client_setup(url: &str, message: String) -> PrometheusError {
+    PrometheusError::ClientSetup {
+        url: url.to_string(),
+        message,
     }
 }
 
@@ -192,5 +236,82 @@ mod tests {
         let e = c.query_value("up", Timestamp::now()).await.unwrap_err();
         assert_eq!(e.category(), "PrometheusTimeout", "{e}");
         hold.abort();
+    }
+
+    /// Marks the child process of `without_a_ca_bundle_http_works_and_https_is_refused`.
+    const NO_CA_CHILD: &str = "CONCURRENCY_OPERATOR_TEST_NO_CA_CHILD";
+
+    /// An image without a CA bundle (scratch, distroless/static) must not crash the operator:
+    /// reqwest's `Client::new()` panics when no root certificates load. rustls-native-certs
+    /// reads only `SSL_CERT_FILE`/`SSL_CERT_DIR` when they are set, and environment variables
+    /// are process-wide, so this test runs itself again in a child process where both point
+    /// nowhere.
+    #[tokio::test]
+    async fn without_a_ca_bundle_http_works_and_https_is_refused() {
+        if std::env::var_os(NO_CA_CHILD).is_some() {
+            return without_ca_bundle().await;
+        }
+        let module = module_path!().split_once("::").unwrap().1;
+        let name = format!("{module}::without_a_ca_bundle_http_works_and_https_is_refused");
+        let out = std::process::Command::new(std::env::current_exe().unwrap())
+            .args([name.as_str(), "--exact", "--test-threads=1", "--nocapture"])
+            .env(NO_CA_CHILD, "1")
+            .env(
+                "SSL_CERT_FILE",
+                "/nonexistent/concurrency-operator-test/ca.pem",
+            )
+            .env(
+                "SSL_CERT_DIR",
+                "/nonexistent/concurrency-operator-test/certs",
+            )
+            .output()
+            .unwrap();
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            out.status.success() && stdout.contains("1 passed"),
+            "child without CA bundle:\n{stdout}\n{stderr}"
+        );
+    }
+
+    async fn without_ca_bundle() {
+        let e =
+            PrometheusClient::new("https://prometheus.example:9090", DEFAULT_TIMEOUT).unwrap_err();
+        assert_eq!(e.category(), "PrometheusClientSetup", "{e}");
+        let text = e.to_string();
+        assert!(text.contains("No CA certificates were loaded"), "{text}");
+        assert!(text.contains("https://prometheus.example:9090"), "{text}");
+        let e = PrometheusClient::new("not a url", DEFAULT_TIMEOUT).unwrap_err();
+        assert_eq!(e.category(), "PrometheusURLInvalid", "{e}");
+        // A plain http URL needs no roots: a real query against a canned Prometheus answer.
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let server = tokio::spawn(async move {
+            use tokio::io::{AsyncReadExt, AsyncWriteExt};
+            let (mut s, _) = listener.accept().await.unwrap();
+            let mut request = Vec::new();
+            let mut buf = [0u8; 1024];
+            while !request.windows(4).any(|w| w == b"\r\n\r\n") {
+                let n = s.read(&mut buf).await.unwrap();
+                assert!(n > 0, "request ended early");
+                request.extend_from_slice(&buf[..n]);
+            }
+            let body = r#"{"status":"success","data":{"resultType":"scalar","result":[1700000000,"1.5"]}}"#;
+            let response = format!(
+                "HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\
+                 Connection: close\r\n\r\n{body}",
+                body.len()
+            );
+            s.write_all(response.as_bytes()).await.unwrap();
+            String::from_utf8_lossy(&request).into_owned()
+        });
+        let c =
+            PrometheusClient::new(&format!("http://127.0.0.1:{port}"), DEFAULT_TIMEOUT).unwrap();
+        assert_eq!(
+            c.query_value("up", Timestamp::now()).await.unwrap(),
+            Some(1.5)
+        );
+        let request = server.await.unwrap();
+        assert!(request.starts_with("GET /api/v1/query?"), "{request}");
     }
 }

@@ -71,7 +71,9 @@ pub struct ConcurrencyExperimentSpec {
     /// `auto` promotes after the last stage; `manual` holds there until approved.
     #[serde(default)]
     pub promotion: Promotion,
-    /// Approves a `manual` promotion (also: annotation `concurrency.dev/approve: "true"`).
+    /// Approves a `manual` promotion, declaratively (GitOps); it never lifts an inconclusive
+    /// hold. For a one-shot approval of the next hold of either kind use the annotation
+    /// `concurrency.dev/approve: "true"`, which the operator removes once it acted on it.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub approved: bool,
     /// Holds the current stage; analyses keep running but nothing advances.

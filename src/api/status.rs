@@ -103,6 +103,10 @@ pub struct ConcurrencyExperimentStatus {
     /// `AwaitingApproval`); `spec.paused` is read from the spec, not stored here.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub hold_reason: Option<String>,
+    /// The `concurrency.dev/approve` annotation was acted on and is being removed; until it is
+    /// seen gone it approves nothing more, so a crash before the removal cannot approve twice.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub approve_annotation_consumed: bool,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub conditions: Vec<Condition>,
     /// The final (or in-progress) decision and why.

@@ -228,7 +228,8 @@ pub fn observations(
         generation: exp.meta().generation.unwrap_or_default(),
         deleting: exp.meta().deletion_timestamp.is_some(),
         abort_requested: exp.spec.abort || flag(exp, ANNOTATION_ABORT),
-        approved: exp.spec.approved || flag(exp, ANNOTATION_APPROVE),
+        promotion_approved: exp.spec.approved,
+        resume_requested: flag(exp, ANNOTATION_APPROVE),
         spec_error: spec_error(exp, fetched),
         target,
         candidate: fetched.candidate.as_ref().map(workload::rollout_state),
@@ -251,10 +252,10 @@ mod tests {
     }
 
     #[test]
-    fn abort_and_approve_come_from_spec_or_annotation() {
+    fn abort_comes_from_spec_or_annotation_and_approval_stays_apart() {
         let mut exp = experiment();
         let obs = observations(&exp, &fetched(None), jiff::Timestamp::now());
-        assert!(!obs.abort_requested && !obs.approved);
+        assert!(!obs.abort_requested && !obs.promotion_approved && !obs.resume_requested);
         exp.metadata.annotations = Some(
             [
                 (ANNOTATION_ABORT.to_string(), "True".to_string()),
@@ -264,9 +265,15 @@ mod tests {
         );
         let obs = observations(&exp, &fetched(None), jiff::Timestamp::now());
         assert!(obs.abort_requested, "annotation true (any case) aborts");
-        assert!(!obs.approved, "only \"true\" approves");
+        assert!(!obs.resume_requested, "only \"true\" approves");
+        // The annotation is the one-shot request; spec.approved approves the promotion only.
+        exp.metadata.annotations = Some([(ANNOTATION_APPROVE.to_string(), "true".into())].into());
+        let obs = observations(&exp, &fetched(None), jiff::Timestamp::now());
+        assert!(obs.resume_requested && !obs.promotion_approved);
+        exp.metadata.annotations = None;
         exp.spec.approved = true;
-        assert!(observations(&exp, &fetched(None), jiff::Timestamp::now()).approved);
+        let obs = observations(&exp, &fetched(None), jiff::Timestamp::now());
+        assert!(obs.promotion_approved && !obs.resume_requested);
     }
 
     #[test]

@@ -9,7 +9,9 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpListener;
 
 use super::fixtures::*;
-use crate::api::{ConcurrencyExperiment, Phase};
+use kube::ResourceExt;
+
+use crate::api::{ConcurrencyExperiment, Phase, ANNOTATION_APPROVE};
 
 /// Answers every instant query with one sample of `value`; returns its base URL.
 async fn fake_prometheus(value: &'static str) -> String {
@@ -135,4 +137,94 @@ async fn passing_analyses_promote_the_candidate_into_the_target() {
             "{reason} in {reasons:?}"
         );
     }
+}
+
+/// Reconciles (an hour passing between each) until `done` holds for the stored experiment.
+async fn reconcile_until(fake: &FakeApi, done: impl Fn(&ConcurrencyExperiment) -> bool) {
+    for _ in 0..30 {
+        reconcile_stored(fake).await.unwrap();
+        let exp: ConcurrencyExperiment = fake.get(EXP).unwrap();
+        if done(&exp) {
+            return;
+        }
+        let_an_hour_pass(fake);
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    panic!(
+        "not reached: {:?}",
+        fake.get::<Value>(EXP).unwrap()["status"]
+    );
+}
+
+fn status_of(exp: &ConcurrencyExperiment) -> crate::api::ConcurrencyExperimentStatus {
+    exp.status.clone().unwrap_or_default()
+}
+
+#[tokio::test]
+async fn the_approve_annotation_promotes_once_and_is_removed() {
+    let mut exp = with_finalizer(experiment());
+    exp.spec.analysis.prometheus.url = fake_prometheus("100").await;
+    exp.spec.promotion = crate::api::Promotion::Manual;
+    let fake = FakeApi::default().with(EXP, exp).with(TARGET, target(6, 6));
+    reconcile_until(&fake, |e| {
+        status_of(e).hold_reason.as_deref() == Some(crate::plan::AWAITING_APPROVAL)
+    })
+    .await;
+
+    // `kubectl annotate cexp storefront-puma-4 concurrency.dev/approve=true`
+    let mut stored: Value = fake.get(EXP).unwrap();
+    stored["metadata"]["annotations"] = json!({ANNOTATION_APPROVE: "true", "team": "shop"});
+    fake.put(EXP, stored);
+    fake.clear_calls();
+    reconcile_stored(&fake).await.unwrap();
+
+    let exp: ConcurrencyExperiment = fake.get(EXP).unwrap();
+    let status = status_of(&exp);
+    assert_eq!(status.phase, Phase::Promoting);
+    assert!(status.approve_annotation_consumed);
+    assert_eq!(exp.annotations().get(ANNOTATION_APPROVE), None);
+    assert_eq!(
+        exp.annotations().get("team").map(String::as_str),
+        Some("shop")
+    );
+    // Status first, the removal last: a merge patch of just that key, as an Update under the
+    // operator's field manager (no server-side apply ownership of the metadata).
+    let writes: Vec<String> = fake
+        .lines()
+        .into_iter()
+        .filter(|l| !l.starts_with("GET"))
+        .collect();
+    assert_eq!(writes.first(), Some(&format!("PATCH {EXP}/status")));
+    assert_eq!(writes.last(), Some(&format!("PATCH {EXP}")));
+    let calls = fake.calls();
+    let removal = calls
+        .iter()
+        .find(|c| c.line() == format!("PATCH {EXP}"))
+        .unwrap();
+    assert_eq!(
+        removal.content_type.as_deref(),
+        Some("application/merge-patch+json")
+    );
+    assert_eq!(
+        removal.body,
+        json!({"metadata": {"annotations": {ANNOTATION_APPROVE: null}}})
+    );
+    assert!(
+        removal
+            .query()
+            .contains(&"fieldManager=concurrency-operator".to_string()),
+        "{:?}",
+        removal.query()
+    );
+
+    // The rest of the promotion neither removes anything again nor keeps the memory.
+    reconcile_until(&fake, |e| status_of(e).phase == Phase::Succeeded).await;
+    let exp: ConcurrencyExperiment = fake.get(EXP).unwrap();
+    assert!(!status_of(&exp).approve_annotation_consumed);
+    let removals = fake
+        .calls()
+        .iter()
+        .filter(|c| c.line() == format!("PATCH {EXP}"))
+        .count();
+    assert_eq!(removals, 1);
 }

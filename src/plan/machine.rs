@@ -8,7 +8,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
 use super::observations::{Action, EventType, Observations, Step};
 use super::validate::{validate, Timing};
-use super::{analysis, conditions, finish, progress, timing};
+use super::{analysis, approval, conditions, finish, progress, timing};
 use crate::api::{
     ConcurrencyExperimentSpec, ConcurrencyExperimentStatus, Decision, DecisionAction,
     OriginalState, Phase, RenderedServer, VariantStatus,
@@ -25,6 +25,7 @@ pub fn step(
 ) -> Step {
     let mut cx = Ctx::new(spec, status, obs);
     run(&mut cx);
+    approval::settle(&mut cx);
     cx.finish()
 }
 

@@ -5,7 +5,7 @@
 //! How the shell (controller) drives it, once per reconcile:
 //!
 //! 1. Observe: build `Observations` (target and candidate Deployments — the candidate is named
-//!    `workload::candidate_name(target)` —, `effective_weight`, abort/approve flags, deletion).
+//!    `workload::candidate_name(target)` —, `effective_weight`, abort/approval flags, deletion).
 //!    `effective_weight`: for `replicas`, `percent(candidate ready, candidate ready + target
 //!    ready)`; for `gatewayAPI`, the candidate's route weight, 0 once the original backendRefs
 //!    are back (that is how `RestoreRoute` is seen to have worked).
@@ -25,12 +25,15 @@
 //! config; there is no action to revert a template). Deleting mid-flight rolls back (decision
 //! `Deleted`), also from Promoting — if `PromoteTarget` was already written the target keeps
 //! the candidate config. A spec that becomes invalid mid-flight rolls back (`InvalidSpec`);
-//! `Invalid` itself is only reached before anything was created. Approval is a level: while
-//! set it lifts an inconclusive hold (resetting the count) and approves a manual promotion.
+//! `Invalid` itself is only reached before anything was created. Approval (see `approval`):
+//! `spec.approved` is a level that approves a manual promotion only; the approve annotation is
+//! one-shot — it lifts the next hold (an inconclusive hold, resetting the count, or the manual
+//! promotion) and the machine then asks for its removal (`Action::ClearApproval`).
 //! If a candidate pod fails after a stage's split was in force, the stage clock keeps running
 //! (the analyses judge the candidate); the split is re-applied as pods come back.
 
 mod analysis;
+mod approval;
 pub mod conditions;
 mod finish;
 mod machine;

@@ -16,8 +16,11 @@ pub struct Observations {
     pub deleting: bool,
     /// `spec.abort` or the `concurrency.dev/abort` annotation.
     pub abort_requested: bool,
-    /// `spec.approved` or the `concurrency.dev/approve` annotation.
-    pub approved: bool,
+    /// `spec.approved`: declarative approval of a `manual` promotion only.
+    pub promotion_approved: bool,
+    /// The `concurrency.dev/approve` annotation is `"true"`: a one-shot approval of the next
+    /// hold (inconclusive hold or manual promotion), removed once acted on (see `approval`).
+    pub resume_requested: bool,
     /// A problem with the spec the schema could not catch (e.g. the named container does not
     /// exist, another experiment already owns the target). Leads to `Invalid`.
     pub spec_error: Option<String>,
@@ -81,6 +84,8 @@ pub enum Action {
     PromoteTarget,
     /// Delete the candidate Deployment and the Services the operator made.
     RemoveCandidate,
+    /// Remove the `concurrency.dev/approve` annotation from the experiment: it was acted on.
+    ClearApproval,
     /// Record a Kubernetes Event on the experiment.
     Event {
         type_: EventType,

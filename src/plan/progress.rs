@@ -2,12 +2,14 @@
 //! start its clock when the split is in force, and advance when it has earned it.
 
 use super::analysis::INCONCLUSIVE_LIMIT;
+use super::approval;
+use super::conditions;
 use super::finish;
 use super::machine::Ctx;
 use super::observations::{Action, EventType};
 use super::timing::{self, POLL};
 use super::validate::Timing;
-use crate::api::{Phase, Promotion, Router};
+use crate::api::{ConcurrencyExperimentStatus, Phase, Promotion, Router, ANNOTATION_APPROVE};
 use crate::traffic::replica_split;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
@@ -22,14 +24,14 @@ pub fn run(cx: &mut Ctx, t: &Timing) {
         cx.status.stage_index = Some(index as i32);
         cx.status.stage = Some(format!("{}/{n}", index + 1));
     }
-    let old_pause = pause_reason(cx.status.phase, cx.status.hold_reason.as_deref());
+    let old_pause = pause_reason(&cx.status);
     if cx.record_analysis(index) {
         return finish::roll_back(cx);
     }
-    if cx.obs.approved {
-        resume_on_approval(cx);
-        if cx.status.hold_reason.as_deref() == Some(AWAITING_APPROVAL) && !cx.spec.paused {
-            let msg = "Approved: promoting the candidate into the target.".to_string();
+    lift_inconclusive_hold(cx);
+    if cx.status.hold_reason.as_deref() == Some(AWAITING_APPROVAL) && !cx.spec.paused {
+        if let Some(by) = approve_promotion(cx) {
+            let msg = format!("Approved by {by}: promoting the candidate into the target.");
             cx.start_promotion("Approved", msg);
             return finish::promote(cx);
         }
@@ -46,8 +48,18 @@ pub fn run(cx: &mut Ctx, t: &Timing) {
             cx.enter_stage(index + 1);
             in_force = apply_split(cx, index + 1);
             start_clock(cx, in_force);
-        } else if cx.spec.promotion == Promotion::Manual && !cx.obs.approved {
-            cx.status.hold_reason = Some(AWAITING_APPROVAL.into());
+        } else if cx.spec.promotion == Promotion::Manual {
+            match approve_promotion(cx) {
+                Some(by) => {
+                    let msg = format!(
+                        "All stages passed, approved by {by}: promoting the candidate into the \
+                         target."
+                    );
+                    cx.start_promotion("Approved", msg);
+                    return finish::promote(cx);
+                }
+                None => cx.status.hold_reason = Some(AWAITING_APPROVAL.into()),
+            }
         } else {
             let msg = "All stages passed: promoting the candidate into the target.".to_string();
             cx.start_promotion("StagesPassed", msg);
@@ -74,11 +86,37 @@ fn start_clock(cx: &mut Ctx, in_force: bool) {
     }
 }
 
-/// Approval lifts an inconclusive hold: the count starts again.
-fn resume_on_approval(cx: &mut Ctx) {
-    if cx.status.hold_reason.as_deref() == Some(INCONCLUSIVE_LIMIT) {
-        cx.status.hold_reason = None;
-        cx.status.inconclusive_analyses = 0;
+/// The approve annotation lifts an inconclusive hold and is spent; the count starts again.
+/// `spec.approved` does not: left on, it would make every later hold meaningless.
+fn lift_inconclusive_hold(cx: &mut Ctx) {
+    if cx.status.hold_reason.as_deref() != Some(INCONCLUSIVE_LIMIT) || !approval::requested(cx) {
+        return;
+    }
+    approval::consume(cx);
+    let n = cx.status.inconclusive_analyses;
+    cx.status.hold_reason = None;
+    cx.status.inconclusive_analyses = 0;
+    let stage = cx.status.stage.clone().unwrap_or_default();
+    let msg = format!(
+        "Annotation {ANNOTATION_APPROVE} lifted the inconclusive hold at stage {stage} \
+         ({n} inconclusive analyses; the count starts again). Removing the annotation."
+    );
+    cx.event(EventType::Normal, "HoldLifted", msg);
+}
+
+/// Who approves the manual promotion, if anyone. An approve annotation present here is spent
+/// even when `spec.approved` already approves: this is the hold it was waiting for.
+fn approve_promotion(cx: &mut Ctx) -> Option<String> {
+    let annotation = approval::requested(cx);
+    if annotation {
+        approval::consume(cx);
+    }
+    if cx.obs.promotion_approved {
+        Some("spec.approved".into())
+    } else if annotation {
+        Some(format!("annotation {ANNOTATION_APPROVE}"))
+    } else {
+        None
     }
 }
 
@@ -135,12 +173,18 @@ fn stage_earned(cx: &Ctx, t: &Timing, index: usize) -> bool {
     ended && st.stage_passed_analyses >= 1 && st.last_verdict == Some(crate::api::Verdict::Pass)
 }
 
-/// Why the experiment is paused, in order of what needs a person most.
-fn pause_reason(phase: Phase, hold: Option<&str>) -> Option<String> {
-    match (phase, hold) {
-        (Phase::Paused, Some(h)) => Some(h.to_string()),
-        (Phase::Paused, None) => Some(PAUSED_BY_USER.into()),
-        _ => None,
+/// Why the stored status is paused. Held at the promotion gate and paused by the spec, both
+/// apply; the stored condition says which one was reported (else every replay would see a
+/// change and repeat the event).
+fn pause_reason(status: &ConcurrencyExperimentStatus) -> Option<String> {
+    if status.phase != Phase::Paused {
+        return None;
+    }
+    let reported = conditions::get(status, conditions::PROGRESSING).map(|c| c.reason.as_str());
+    match (status.hold_reason.as_deref(), reported) {
+        (Some(_), Some(PAUSED_BY_USER)) => Some(PAUSED_BY_USER.into()),
+        (Some(h), _) => Some(h.to_string()),
+        (None, _) => Some(PAUSED_BY_USER.into()),
     }
 }
 
@@ -167,14 +211,17 @@ fn pause_event(cx: &mut Ctx, reason: Option<String>) {
             INCONCLUSIVE_LIMIT,
             format!(
                 "Paused at stage {stage}: {} inconclusive analyses exceed inconclusiveLimit {}; \
-                 approve to resume or abort to roll back.",
+                 annotate {ANNOTATION_APPROVE}=true to resume or abort to roll back.",
                 cx.status.inconclusive_analyses, cx.spec.analysis.inconclusive_limit
             ),
         ),
         Some(AWAITING_APPROVAL) => (
             EventType::Normal,
             AWAITING_APPROVAL,
-            format!("All stages passed; holding at stage {stage} until the promotion is approved."),
+            format!(
+                "All stages passed; holding at stage {stage} until the promotion is approved \
+                 (spec.approved: true, or annotate {ANNOTATION_APPROVE}=true)."
+            ),
         ),
         Some(_) => (
             EventType::Normal,

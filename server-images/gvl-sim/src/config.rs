@@ -3,6 +3,7 @@
 //! plus gvl-sim's fault injection. Parsing is a pure function of a variable lookup so every
 //! error case is a plain unit test.
 
+use crate::memory::MemorySpec;
 use std::str::FromStr;
 
 /// Which Ruby concurrency model to reproduce.
@@ -69,6 +70,8 @@ pub struct ServeConfig {
     pub work: WorkSpec,
     /// Falcon: at most this many concurrent I/O waits per worker (the seed's `Async::Semaphore`).
     pub db_pool: Option<usize>,
+    /// Simulated resident memory (`WORKER_MEMORY_MB`, `THREAD_MEMORY_MB`).
+    pub memory: MemorySpec,
     pub faults: Faults,
 }
 
@@ -86,13 +89,23 @@ pub enum ConfigError {
     UnknownServer(String),
     #[error("{0} is not valid unicode")]
     NotUnicode(&'static str),
+    #[error(
+        "WORKER_MEMORY_MB and THREAD_MEMORY_MB add up to {total_mb} MiB for {workers} workers \
+         x {threads} pool threads, over the {limit} MiB limit",
+        limit = crate::memory::LIMIT_MB
+    )]
+    MemoryTotal {
+        total_mb: u64,
+        workers: usize,
+        threads: usize,
+    },
 }
 
 impl ConfigError {
     pub fn category(&self) -> &'static str {
         match self {
             ConfigError::NotANumber { .. } | ConfigError::NotUnicode(_) => "config_parse",
-            ConfigError::OutOfRange { .. } => "config_range",
+            ConfigError::OutOfRange { .. } | ConfigError::MemoryTotal { .. } => "config_range",
             ConfigError::UnknownServer(_) => "config_server",
         }
     }
@@ -189,6 +202,7 @@ impl ServeConfig {
             },
             n => Some(n),
         };
+        let memory = MemorySpec::from_lookup(lookup, server, workers, threads)?;
         let faults = Faults {
             error_rate: number(lookup, "ERROR_RATE", 0.0, 0.0, 1.0, "a fraction 0..=1")?,
             extra_latency_ms: number(
@@ -225,6 +239,7 @@ impl ServeConfig {
             metrics_port,
             work,
             db_pool,
+            memory,
             faults,
         })
     }
@@ -250,6 +265,7 @@ mod tests {
         assert_eq!(c.db_pool, None);
         assert_eq!(c.metrics_port, None);
         assert_eq!(c.faults, Faults::default());
+        assert_eq!(c.memory, MemorySpec::default());
     }
 
     #[test]
@@ -272,6 +288,8 @@ mod tests {
             ("MEMORY_GROWTH_KB_PER_REQUEST", "4"),
             ("MEMORY_GROWTH_KB_PER_MINUTE", "1024"),
             ("SLOW_START_S", "1.5"),
+            ("WORKER_MEMORY_MB", "60"),
+            ("THREAD_MEMORY_MB", "4"),
         ])
         .unwrap();
         assert_eq!(c.server, ServerKind::Falcon);
@@ -294,6 +312,7 @@ mod tests {
         assert_eq!(c.faults.memory_growth_kb_per_request, 4);
         assert_eq!(c.faults.memory_growth_kb_per_minute, 1024);
         assert_eq!(c.faults.slow_start_s, 1.5);
+        assert_eq!((c.memory.worker_mb, c.memory.thread_mb), (60, 4));
     }
 
     #[test]

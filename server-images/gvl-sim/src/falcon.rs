@@ -10,6 +10,7 @@
 
 use crate::gvl::{spin_cpu_with, GvlTimes};
 use crate::http::{route, simple, Body, Route};
+use crate::memory::Resident;
 use crate::server::Shared;
 use crate::work::Step;
 use http::{Request, Response};
@@ -62,9 +63,15 @@ pub fn spawn_worker(
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()?;
+    // Allocated here, on the caller, so it is resident when `server::start` returns; held
+    // as long as the event loop runs. No per-thread memory: falcon has no thread pool.
+    let worker_memory = Resident::hold(shared.config.memory.worker_mb);
     std::thread::Builder::new()
         .name(format!("falcon-w{worker}"))
-        .spawn(move || runtime.block_on(event_loop(worker, listener, shared)))?;
+        .spawn(move || {
+            let _held = worker_memory;
+            runtime.block_on(event_loop(worker, listener, shared))
+        })?;
     Ok(())
 }
 

@@ -7,6 +7,7 @@ pub mod falcon;
 pub mod gvl;
 pub mod http;
 pub mod load;
+pub mod memory;
 pub mod metrics;
 pub mod puma;
 pub mod server;

@@ -17,7 +17,8 @@ enum Cmd {
     /// Serve (the default). Configured by environment: SERVER, WEB_CONCURRENCY,
     /// RAILS_MAX_THREADS (PUMA_MAX_THREADS), PORT, METRICS_PORT, CPU_MS, IO_MS, IO_CALLS,
     /// DB_MS, DB_CALLS, JITTER, CPU_CLOCK, DB_POOL (DB_CONCURRENCY), ERROR_RATE, EXTRA_LATENCY_MS,
-    /// MEMORY_GROWTH_KB_PER_REQUEST, MEMORY_GROWTH_KB_PER_MINUTE, SLOW_START_S (see README).
+    /// MEMORY_GROWTH_KB_PER_REQUEST, MEMORY_GROWTH_KB_PER_MINUTE, SLOW_START_S, WORKER_MEMORY_MB,
+    /// THREAD_MEMORY_MB (see README).
     Serve {
         /// Address to listen on (the port comes from PORT).
         #[arg(long, default_value = "0.0.0.0")]
@@ -43,7 +44,12 @@ fn serve(bind: IpAddr) -> ExitCode {
         );
         std::thread::sleep(Duration::from_secs_f64(config.faults.slow_start_s));
     }
-    let summary = format!("{config:?}");
+    let summary = format!(
+        "{config:?}, simulated memory {} MiB",
+        config
+            .memory
+            .total_mb(config.server, config.workers, config.threads)
+    );
     let running = match gvl_sim::server::start(config, bind) {
         Ok(r) => r,
         Err(e) => {

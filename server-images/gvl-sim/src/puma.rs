@@ -10,6 +10,7 @@
 use crate::config::CpuClock;
 use crate::gvl::{Gvl, GvlTimes};
 use crate::http::{route, simple, Body, Route};
+use crate::memory::Resident;
 use crate::metrics::PumaGauges;
 use crate::server::Shared;
 use crate::work::Step;
@@ -76,31 +77,38 @@ pub fn spawn_worker(
         jobs: Mutex::new(tx),
         gauges,
     });
+    // Allocated here, on the caller, so it is resident when `server::start` returns.
+    let worker_memory = Resident::hold(shared.config.memory.worker_mb);
     for t in 0..pool.threads {
         let (gvl, rx, pool, shared) = (gvl.clone(), rx.clone(), pool.clone(), shared.clone());
+        let thread_memory = Resident::hold(shared.config.memory.thread_mb);
         std::thread::Builder::new()
             .name(format!("puma-w{worker}-t{t}"))
-            .spawn(move || loop {
-                let job = match rx.lock() {
-                    Ok(rx) => rx.recv(),
-                    Err(_) => return,
-                };
-                let Ok(job) = job else { return };
-                let g = &pool.gauges;
-                g.backlog.dec();
-                g.running.inc();
-                g.pool_capacity.dec();
-                // Like yabeda-rails, the duration starts when the app gets the request: the
-                // wait for a thread shows in `puma_backlog`, not in the histogram.
-                let started = Instant::now();
-                let times = run_steps(&gvl, &job.steps, shared.config.work.cpu_clock);
-                // Recorded even if the client has gone: Puma finishes the request too.
-                let resp = shared.finish(worker, job.fail, started, &times);
-                g.running.dec();
-                g.pool_capacity.inc();
-                pool.in_flight.fetch_sub(1, Ordering::AcqRel);
-                pool.freed.notify_one();
-                let _ = job.reply.send(resp);
+            .spawn(move || {
+                // Held for the thread's life, like its stack and per-thread allocations.
+                let _held = thread_memory;
+                loop {
+                    let job = match rx.lock() {
+                        Ok(rx) => rx.recv(),
+                        Err(_) => return,
+                    };
+                    let Ok(job) = job else { return };
+                    let g = &pool.gauges;
+                    g.backlog.dec();
+                    g.running.inc();
+                    g.pool_capacity.dec();
+                    // Like yabeda-rails, the duration starts when the app gets the request: the
+                    // wait for a thread shows in `puma_backlog`, not in the histogram.
+                    let started = Instant::now();
+                    let times = run_steps(&gvl, &job.steps, shared.config.work.cpu_clock);
+                    // Recorded even if the client has gone: Puma finishes the request too.
+                    let resp = shared.finish(worker, job.fail, started, &times);
+                    g.running.dec();
+                    g.pool_capacity.inc();
+                    pool.in_flight.fetch_sub(1, Ordering::AcqRel);
+                    pool.freed.notify_one();
+                    let _ = job.reply.send(resp);
+                }
             })?;
     }
     let runtime = tokio::runtime::Builder::new_current_thread()
@@ -108,7 +116,11 @@ pub fn spawn_worker(
         .build()?;
     std::thread::Builder::new()
         .name(format!("puma-w{worker}-reactor"))
-        .spawn(move || runtime.block_on(reactor(worker, listener, pool, shared)))?;
+        .spawn(move || {
+            // The worker's booted-app memory lives as long as its reactor.
+            let _held = worker_memory;
+            runtime.block_on(reactor(worker, listener, pool, shared))
+        })?;
     Ok(())
 }
 

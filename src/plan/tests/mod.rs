@@ -1,6 +1,7 @@
 //! Fixtures for the stage-machine tests: a spec from YAML, a small simulated cluster that obeys
 //! the actions, and a driver that steps the machine through time.
 
+mod approval;
 mod finish;
 mod progress;
 mod rollback;
@@ -71,6 +72,10 @@ pub struct World {
     pub target: Option<TargetState>,
     pub candidate: Option<DeploymentState>,
     pub route_weight: i32,
+    /// The experiment carries `concurrency.dev/approve: "true"`; `ClearApproval` removes it.
+    pub approve_annotation: bool,
+    /// `spec.approved`.
+    pub spec_approved: bool,
 }
 
 impl World {
@@ -95,6 +100,8 @@ impl World {
             }),
             candidate: None,
             route_weight: 0,
+            approve_annotation: false,
+            spec_approved: false,
         }
     }
 
@@ -125,6 +132,7 @@ impl World {
                     }
                 }
                 Action::RemoveCandidate => self.candidate = None,
+                Action::ClearApproval => self.approve_annotation = false,
                 Action::Event { .. } => {}
             }
         }
@@ -162,7 +170,8 @@ impl World {
             generation: 1,
             deleting: false,
             abort_requested: false,
-            approved: false,
+            promotion_approved: self.spec_approved,
+            resume_requested: self.approve_annotation,
             spec_error: None,
             target: self.target.clone(),
             candidate: self.candidate.clone(),

@@ -219,12 +219,42 @@ fn manual_promotion_waits_for_approval() {
     failing.now = run.now;
     failing.advance(60, 2, Verdict::Fail);
     assert_eq!(failing.status.phase, Phase::RollingBack);
-    // Approval promotes.
+    // spec.approved promotes; there is no annotation to remove.
     run.now += 5;
-    let out = run.tick_with(None, |o| o.approved = true).clone();
+    run.world.spec_approved = true;
+    let out = run.tick(None).clone();
     assert_eq!(out.status.phase, Phase::Promoting);
-    assert_eq!(out.status.decision.unwrap().reason, "Approved");
+    let decision = out.status.decision.unwrap();
+    assert_eq!(decision.reason, "Approved");
+    assert!(
+        decision.message.contains("spec.approved"),
+        "{}",
+        decision.message
+    );
     assert!(out.actions.contains(&Action::PromoteTarget));
+    assert!(!out.actions.contains(&Action::ClearApproval));
+    assert!(!out.status.approve_annotation_consumed);
+}
+
+#[test]
+fn pausing_at_the_promotion_gate_is_reported_once() {
+    let spec = spec_with(
+        "promotion: manual\nstages: [{weight: 50, duration: 1m}, {weight: 100, duration: 1m}]\n",
+    );
+    let mut run = Run::new(spec, 2);
+    run.tick(None);
+    run.advance(60, 8, Verdict::Pass);
+    assert_eq!(run.status.hold_reason.as_deref(), Some(AWAITING_APPROVAL));
+    run.log.clear();
+    // Every tick also replays itself: a repeated PausedByUser would fail there.
+    run.spec.paused = true;
+    run.advance(60, 3, Verdict::Pass);
+    assert_eq!(condition(&run.status, "Progressing").1, PAUSED_BY_USER);
+    run.spec.paused = false;
+    run.advance(60, 3, Verdict::Pass);
+    assert_eq!(condition(&run.status, "Progressing").1, AWAITING_APPROVAL);
+    assert_eq!(run.events(), [PAUSED_BY_USER, AWAITING_APPROVAL]);
+    assert_eq!(run.status.phase, Phase::Paused);
 }
 
 #[test]

@@ -4,7 +4,7 @@ use super::*;
 use crate::api::{DecisionAction, Phase};
 
 /// A run in stage 2 (70%, 2 + 4 pods in force) of a 6-replica target.
-fn in_stage_two(spec: ConcurrencyExperimentSpec) -> Run {
+pub(super) fn in_stage_two(spec: ConcurrencyExperimentSpec) -> Run {
     let mut run = Run::new(spec, 6);
     run.tick(None);
     while run.status.stage_index != Some(1) || run.status.stage_started_at.is_none() {
@@ -153,9 +153,11 @@ fn too_many_inconclusive_analyses_pause_until_approved() {
             .count(),
         1
     );
-    // Approval resets the count and resumes; the stage has earned its advance by now.
+    // The approve annotation resets the count and resumes; the stage has earned its advance
+    // by now.
     run.now += 5;
-    run.tick_with(None, |o| o.approved = true);
+    run.world.approve_annotation = true;
+    run.tick(None);
     assert_eq!(run.status.inconclusive_analyses, 0);
     assert_eq!(run.status.phase, Phase::Progressing);
     assert_eq!(run.status.stage_index, Some(2));
