@@ -56,14 +56,20 @@ EOF
   kubectl -n "$ns" rollout status deploy/storefront --timeout=120s >/dev/null
 }
 
-# start_load NS SECONDS [RATE] [PATH]: an in-cluster pod sending open-model load to the Service's
-# ClusterIP (only that address is allowed) for SECONDS (at most 600, gvl-sim's bound); returns
-# once the load runs. kube-proxy picks a pod per connection, so connections are re-made every
-# E2E_CONNECTION_AGE (as clients behind a load balancer do) or pods added later, the
-# candidate's, would only see the connections broken by pods going away.
+# start_load NS SECONDS [RATE] [PATH] [BASE_URL]: an in-cluster pod sending open-model load to
+# the Service's ClusterIP, or to BASE_URL (http://IP[:PORT], e.g. a gateway's; only that IP is
+# allowed) for SECONDS (at most 600, gvl-sim's bound); returns once the load runs. kube-proxy
+# picks a pod per connection, so connections are re-made every E2E_CONNECTION_AGE (as clients
+# behind a load balancer do) or pods added later, the candidate's, would only see the
+# connections broken by pods going away.
 start_load() {
-  local ns=$1 secs=$2 rate=${3:-$E2E_RATE} path=${4:-/} ip
-  ip=$(kubectl -n "$ns" get svc storefront -o jsonpath='{.spec.clusterIP}')
+  local ns=$1 secs=$2 rate=${3:-$E2E_RATE} path=${4:-/} base=${5:-} ip
+  if [[ -n $base ]]; then
+    ip=${base#*://}; ip=${ip%%[:/]*}
+  else
+    ip=$(kubectl -n "$ns" get svc storefront -o jsonpath='{.spec.clusterIP}')
+    base="http://$ip"
+  fi
   kubectl -n "$ns" delete pod load --ignore-not-found --wait=true >/dev/null
   kubectl -n "$ns" apply -f - >/dev/null <<EOF
 apiVersion: v1
@@ -76,7 +82,7 @@ spec:
     - name: load
       image: $E2E_APP_IMAGE
       imagePullPolicy: Never
-      args: [load, --url, "http://$ip$path", --rate, "$rate", --duration, "${secs}s",
+      args: [load, --url, "$base$path", --rate, "$rate", --duration, "${secs}s",
              --connections, "64", --timeout, "5s", --allow-cidr, "$ip/32", --json,
              --max-connection-age, "${E2E_CONNECTION_AGE:-5s}"]
       resources: {requests: {cpu: 10m, memory: 16Mi}, limits: {memory: 128Mi}}

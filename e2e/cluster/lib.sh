@@ -15,6 +15,10 @@ BIN_DIR="$CACHE_ROOT/k8s-$K8S_VERSION-$(cat "$TOOLS_DIR/go.mod" "$TOOLS_DIR/go.s
 PROM_TOOLS_DIR="$HERE/tools-prometheus"
 PROM_MODULE_VERSION=$(grep -oE 'github.com/prometheus/prometheus v[0-9.]+' "$PROM_TOOLS_DIR/go.mod" | head -1 | cut -d' ' -f2)
 PROM_BIN_DIR="$CACHE_ROOT/prometheus-$PROM_MODULE_VERSION-$(cat "$PROM_TOOLS_DIR/go.mod" "$PROM_TOOLS_DIR/go.sum" | sha256sum | cut -c1-12)/bin"
+# Traefik, the Gateway API data plane (e2e/cluster/gateway), from its own module.
+GW_TOOLS_DIR="$HERE/tools-gateway"
+GW_MODULE_VERSION=$(grep -oE 'github.com/traefik/traefik/v3 v[0-9.]+' "$GW_TOOLS_DIR/go.mod" | head -1 | cut -d' ' -f2)
+GW_BIN_DIR="$CACHE_ROOT/traefik-$GW_MODULE_VERSION-$(cat "$GW_TOOLS_DIR/go.mod" "$GW_TOOLS_DIR/go.sum" | sha256sum | cut -c1-12)/bin"
 # Everything the running cluster owns lives here; `down` removes exactly this.
 STATE="${CLUSTER_STATE:-/var/lib/concurrency-operator-cluster}"
 PKI="$STATE/pki"
@@ -41,6 +45,9 @@ KUBELET_HEALTH_PORT=10248
 PROXY_METRICS_PORT=10249
 PROXY_HEALTH_PORT=10256
 PROM_PORT=19090
+# Traefik: HTTP entrypoint on the bridge IP (Gateway listeners use this port), ping on loopback.
+GW_PORT=18080
+GW_PING_PORT=18081
 CONTAINERD_SOCK="$RUN/containerd/containerd.sock"
 
 export KUBECONFIG="$STATE/admin.kubeconfig"
