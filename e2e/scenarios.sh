@@ -10,6 +10,9 @@ install_operator() {
   # The tag stays `e2e`; a pod annotation with the image's digest rolls the pods when it changes.
   local digest
   digest=$(e2e_image_digest concurrency-operator:e2e)
+  # Helm installs crds/ only on first install and never upgrades them (docs/operations.md):
+  # apply the chart's CRD as an upgrade would, so a cluster kept from an older run is current.
+  kubectl apply --server-side --force-conflicts --field-manager=e2e -f "$CHART/crds/" >/dev/null
   helm upgrade --install "$E2E_RELEASE" "$CHART" -n "$E2E_OP_NS" --create-namespace \
     --set image.repository=concurrency-operator --set image.tag=e2e --set image.pullPolicy=Never \
     --set logFormat=text --set-string "podAnnotations.e2e/image=$digest" "$@" --wait --timeout 120s >/dev/null

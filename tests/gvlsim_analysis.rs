@@ -15,13 +15,10 @@ mod harness;
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
-use concurrency_operator::analysis::{
-    analyse, recommended_threads, AnalysisContext, PrometheusClient,
-};
+use concurrency_operator::analysis::{analyse, recommended_threads, PrometheusClient};
 use concurrency_operator::api::{ConcurrencyExperimentSpec, Verdict};
 use gvlsim::Proc;
 use harness::{start_prometheus, wait_for_data};
-use jiff::Timestamp;
 
 const NAMESPACE: &str = "shop";
 const WINDOW_SECS: u64 = 6;
@@ -87,15 +84,7 @@ async fn gvl_sim_candidate_with_a_slow_dependency_fails_latency() {
     let client = PrometheusClient::new(&prom.url, Duration::from_secs(5)).unwrap();
     wait_for_data(&mut prom, &client, targets.len(), WINDOW_SECS).await;
 
-    let ctx = AnalysisContext {
-        namespace: NAMESPACE.into(),
-        container: "web".into(),
-        baseline_deployment: "storefront".into(),
-        candidate_deployment: "storefront-candidate".into(),
-        stage_index: 1,
-        weight: 50,
-        now: Timestamp::now(),
-    };
+    let ctx = gvlsim::storefront_context(NAMESPACE);
     let o = analyse(&client, &spec(&prom.url), &ctx, &[]).await;
     let r = &o.record;
     assert_eq!(r.verdict, Verdict::Fail, "{r:#?}");

@@ -16,11 +16,10 @@ mod harness;
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use concurrency_operator::analysis::{analyse, AnalysisContext, PrometheusClient};
+use concurrency_operator::analysis::{analyse, PrometheusClient};
 use concurrency_operator::api::{ConcurrencyExperimentSpec, Verdict};
 use gvlsim::Proc;
 use harness::{free_port, start_prometheus, wait_for_data};
-use jiff::Timestamp;
 
 const NAMESPACE: &str = "shop";
 const WINDOW_SECS: u64 = 6;
@@ -80,15 +79,7 @@ async fn too_few_threads_pass_latency_but_fail_queue_time() {
     let client = PrometheusClient::new(&prom.url, Duration::from_secs(5)).unwrap();
     wait_for_data(&mut prom, &client, targets.len(), WINDOW_SECS).await;
 
-    let ctx = AnalysisContext {
-        namespace: NAMESPACE.into(),
-        container: "web".into(),
-        baseline_deployment: "storefront".into(),
-        candidate_deployment: "storefront-candidate".into(),
-        stage_index: 1,
-        weight: 50,
-        now: Timestamp::now(),
-    };
+    let ctx = gvlsim::storefront_context(NAMESPACE);
     let o = analyse(&client, &spec(&prom.url), &ctx, &[]).await;
     let r = &o.record;
     let by_name = |n: &str| r.checks.iter().find(|c| c.name == n).unwrap();

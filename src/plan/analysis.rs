@@ -101,20 +101,22 @@ fn describe_stage(rec: &AnalysisRecord) -> String {
     format!("in stage {} at {}% weight", rec.stage_index + 1, rec.weight)
 }
 
-/// `latency: candidate 0.62, baseline 0.41, limit max 500ms` for each failed check.
+/// For each failed check the judge's reason, which carries the metric's unit (`latency:
+/// candidate 620ms is above max 500ms (baseline 410ms)`); without one, the raw values.
 pub fn failing_checks(rec: &AnalysisRecord) -> String {
     let parts: Vec<String> = rec
         .checks
         .iter()
         .filter(|c| c.verdict == Verdict::Fail)
-        .map(|c| {
-            format!(
+        .map(|c| match &c.reason {
+            Some(reason) => format!("{}: {reason}", c.name),
+            None => format!(
                 "{}: candidate {}, baseline {}, limit {}",
                 c.name,
                 value(c.candidate),
                 value(c.baseline),
                 c.limit
-            )
+            ),
         })
         .collect();
     if parts.is_empty() {

@@ -80,3 +80,16 @@ pub fn start_load(addr: SocketAddr, rate: u32, secs: u64, connections: usize) ->
             .unwrap(),
     )
 }
+
+/// The analysis of `storefront` vs `storefront-candidate` (container `web`) now, mid-experiment.
+pub fn storefront_context(namespace: &str) -> concurrency_operator::analysis::AnalysisContext {
+    concurrency_operator::analysis::AnalysisContext {
+        namespace: namespace.into(),
+        container: "web".into(),
+        baseline_deployment: "storefront".into(),
+        candidate_deployment: "storefront-candidate".into(),
+        stage_index: 1,
+        weight: 50,
+        now: jiff::Timestamp::now(),
+    }
+}
