@@ -214,6 +214,33 @@ scenario_gvl_wait() {
   stop_load $ns
 }
 
+# Manual promotion: the experiment holds after its last stage until a person approves; the
+# approve annotation is one-shot — the operator acts on it and removes it (a merge patch its
+# RBAC must allow on the real apiserver).
+scenario_approval() {
+  local ns=e2e-approval
+  new_ns $ns
+  deploy_target $ns
+  start_load $ns 240
+  experiment $ns gated '{server: puma, workers: 2, threads: 4}' "$LATENCY_CHECK" '  promotion: manual'
+  wait_until 200 "holding for approval" bash -c "[[ \$(kubectl -n $ns get cexp gated -o jsonpath='{.status.phase}/{.status.holdReason}') == Paused/AwaitingApproval ]]"
+  log "  holding: $(field $ns gated 's.get("message")')"
+  sleep 10
+  [[ $(phase $ns gated) == Paused ]] || fail "did not keep holding without approval: $(phase $ns gated)"
+  [[ $(deploy_env $ns storefront RAILS_MAX_THREADS) == 6 ]] || fail "target changed before approval"
+  [[ $(kubectl -n $ns get cexp gated -o jsonpath='{.status.plannedWeight}') == 100 ]] || fail "not at the last stage"
+  kubectl -n $ns annotate cexp gated concurrency.dev/approve=true >/dev/null
+  wait_until 90 "promoted after approval" phase_is $ns gated Succeeded
+  wait_until 30 "approve annotation removed by the operator" \
+    bash -c "[[ -z \$(kubectl -n $ns get cexp gated -o jsonpath='{.metadata.annotations.concurrency\.dev/approve}') ]]"
+  [[ $(field $ns gated 's["decision"]["reason"]') == Approved ]] || fail "decision reason $(field $ns gated 's["decision"]["reason"]'), not Approved"
+  [[ $(deploy_env $ns storefront RAILS_MAX_THREADS) == 4 ]] || fail "target does not have the candidate's threads"
+  local n; n=$(events $ns gated | grep -c ' Promoting:' || true)
+  [[ $n == 1 ]] || fail "$n Promoting Events (expected exactly 1)"
+  no_rbac_denials
+  stop_load $ns
+}
+
 scenario_deleted() {
   local ns=e2e-deleted
   new_ns $ns
