@@ -277,6 +277,40 @@ scenario_prometheus_down() {
   stop_load $ns
 }
 
+# Prometheus down with `onInconclusive: pause`: the experiment holds at its stage (never
+# promotes, never rolls back by itself), keeps holding after Prometheus is back — a pause
+# needs a person — and one approve annotation lifts it; then it runs to promotion.
+scenario_prometheus_down_pause() {
+  local ns=e2e-prompause
+  [[ -x $ROOT/e2e/cluster/prometheus ]] || fail "cannot take Prometheus down on this cluster"
+  new_ns $ns
+  deploy_target $ns
+  start_load $ns 300
+  E2E_INCONCLUSIVE_LIMIT=2 E2E_ON_INCONCLUSIVE=pause \
+    experiment $ns held '{server: puma, workers: 2, threads: 4}' "$LATENCY_CHECK"
+  wait_until 90 "first stage reached" bash -c "[[ \$(kubectl -n $ns get cexp held -o jsonpath='{.status.stageIndex}') == 0 ]]"
+  "$ROOT/e2e/cluster/prometheus" stop >&2
+  # Prometheus comes back whatever happens, or later scenarios would fail for the wrong reason.
+  if ! wait_until 120 "paused on inconclusive analyses" bash -c "[[ \$(kubectl -n $ns get cexp held -o jsonpath='{.status.phase}/{.status.holdReason}') == Paused/InconclusiveLimit ]]"; then
+    "$ROOT/e2e/cluster/prometheus" start >&2
+    fail "phase $(phase $ns held) with Prometheus down and onInconclusive: pause"
+  fi
+  log "  paused: $(field $ns held 's.get("message")')"
+  "$ROOT/e2e/cluster/prometheus" start >&2
+  sleep 25
+  [[ $(phase $ns held) == Paused ]] || fail "the pause lifted itself: $(phase $ns held)"
+  [[ $(field $ns held 's.get("stageIndex")') == 0 ]] || fail "advanced while paused"
+  [[ $(deploy_env $ns storefront RAILS_MAX_THREADS) == 6 ]] || fail "target changed while paused"
+  kubectl -n $ns annotate cexp held concurrency.dev/approve=true >/dev/null
+  wait_until 30 "hold lifted" has_event $ns held HoldLifted
+  wait_until 30 "approve annotation removed by the operator" \
+    bash -c "[[ -z \$(kubectl -n $ns get cexp held -o jsonpath='{.metadata.annotations.concurrency\\.dev/approve}') ]]"
+  progress $ns held
+  [[ $(phase $ns held) == Succeeded ]] || fail "did not run to Succeeded after the approval: $(phase $ns held)"
+  [[ $(deploy_env $ns storefront RAILS_MAX_THREADS) == 4 ]] || fail "target does not have the candidate's threads"
+  stop_load $ns
+}
+
 # The operator is killed twice: mid-stage 2, and while promoting (the candidate starts slowly,
 # so the target's rollout to the candidate config takes a while). Each time it resumes from
 # status: no stage lost, no duplicate objects, every decision's Event exactly once.

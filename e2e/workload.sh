@@ -113,6 +113,7 @@ spec:
     interval: ${E2E_INTERVAL_S:-10}s
     failureLimit: 0
     inconclusiveLimit: ${E2E_INCONCLUSIVE_LIMIT:-4}
+    onInconclusive: ${E2E_ON_INCONCLUSIVE:-rollback}
     minRequests: 10
     checks: $checks
 $extra
