@@ -81,3 +81,11 @@ observed_split() {
 c = float(sys.argv[1] or 0); t = float(sys.argv[2] or 0)
 print(round(100 * c / t) if t > 0 else "-")' "$c" "$t"
 }
+
+# split_within OBSERVED EXPECTED TOLERANCE WHAT: fails unless the observed split (percent, or
+# "-" for no requests) is within TOLERANCE points of EXPECTED (WHAT names it in the failure).
+split_within() {
+  local observed=$1 expected=$2 tol=$3
+  [[ $observed != - ]] && (( observed - expected <= tol && expected - observed <= tol )) \
+    || fail "observed split ${observed}% is not within $tol points of $4 ${expected}%"
+}

@@ -1,47 +1,7 @@
-# The end-to-end scenarios (sourced by e2e/run). Each runs under `set -e`: any failed command
-# or assertion fails it.
+# The end-to-end scenarios (sourced by e2e/run; the gateway one is in gateway.sh). Each runs
+# under `set -e`: any failed command or assertion fails it.
 # shellcheck shell=bash
-CHART=${CHART:-$ROOT/charts/concurrency-operator}
 LATENCY_CHECK='[{metric: latency, quantile: 0.9, maxIncrease: "50%", max: 250ms}, {metric: errorRate, max: "5%"}]'
-
-# install_operator [HELM_ARGS...]: helm install (or upgrade) the chart with the local image;
-# waits for Ready (the readiness probe is /readyz) and checks the CRD is there.
-install_operator() {
-  # The tag stays `e2e`; a pod annotation with the image's digest rolls the pods when it changes.
-  local digest
-  digest=$(e2e_image_digest concurrency-operator:e2e)
-  # Helm installs crds/ only on first install and never upgrades them (docs/operations.md):
-  # apply the chart's CRD as an upgrade would, so a cluster kept from an older run is current.
-  kubectl apply --server-side --force-conflicts --field-manager=e2e -f "$CHART/crds/" >/dev/null
-  helm upgrade --install "$E2E_RELEASE" "$CHART" -n "$E2E_OP_NS" --create-namespace \
-    --set image.repository=concurrency-operator --set image.tag=e2e --set image.pullPolicy=Never \
-    --set logFormat=text --set-string "podAnnotations.e2e/image=$digest" "$@" --wait --timeout 120s >/dev/null
-  kubectl -n "$E2E_OP_NS" rollout status "deploy/$E2E_RELEASE-concurrency-operator" --timeout=120s >/dev/null
-  kubectl get crd concurrencyexperiments.concurrency.dev >/dev/null
-}
-# e2e_image_digest REF: the image's digest in the local cluster's containerd ("" elsewhere).
-e2e_image_digest() {
-  [[ -n ${CONTAINERD_ADDRESS:-} ]] || return 0
-  ctr --address "$CONTAINERD_ADDRESS" -n k8s.io images ls 2>/dev/null \
-    | awk -v r="docker.io/library/$1" '$1 == r {print substr($3, 8, 12)}'
-}
-uninstall_operator() {
-  helm uninstall "$E2E_RELEASE" -n "$E2E_OP_NS" --wait --timeout 60s >/dev/null
-  local left
-  left=$(kubectl get clusterrole,clusterrolebinding -o name | grep -c "$E2E_RELEASE-concurrency-operator" || true)
-  [[ $left == 0 ]] || { fail "helm uninstall left $left cluster RBAC objects"; return 1; }
-  left=$(kubectl -n "$E2E_OP_NS" get deploy,sa,role,rolebinding,svc -o name | grep -vx serviceaccount/default || true)
-  [[ -z $left ]] || { fail "helm uninstall left in $E2E_OP_NS: $left"; return 1; }
-  log "helm uninstall: no operator objects left (the CRD stays, as Helm does with crds/)"
-}
-operator_pods() { kubectl -n "$E2E_OP_NS" get pods -l app.kubernetes.io/name=concurrency-operator -o name; }
-operator_logs() { kubectl -n "$E2E_OP_NS" logs -l app.kubernetes.io/name=concurrency-operator --tail=-1 --prefix; }
-
-# no_rbac_denials: the operator's logs never show a 403 from the apiserver (other than the one
-# for writing into a namespace being deleted, which is not a permission).
-no_rbac_denials() {
-  if operator_logs | grep -Ei 'forbidden|403' | grep -v NamespaceTerminating >&2; then fail "the operator was denied API access (above)"; fi
-}
 
 # progress NS NAME: print stage, planned vs effective weight and the observed split while the
 # experiment runs; returns when it reaches a final phase. Prints detection-to-rollback time.
@@ -83,9 +43,7 @@ check_split() {
   observed=$(observed_split "$ns" "$w")
   log "  $name: split ${state} (phase:planned/effective) -> observed ${observed}% over $w s"
   [[ -n ${E2E_SPLIT_TOLERANCE:-} && $state == Progressing:* && $w -ge 10 && $observed != - ]] || return 0
-  eff=${state##*/}
-  (( observed - eff <= E2E_SPLIT_TOLERANCE && eff - observed <= E2E_SPLIT_TOLERANCE )) \
-    || fail "$name: observed split ${observed}% is not within ${E2E_SPLIT_TOLERANCE} points of the effective weight ${eff}%"
+  split_within "$observed" "${state##*/}" "$E2E_SPLIT_TOLERANCE" "$name: the effective weight"
 }
 
 # assert_baseline_restored NS: the target is back to Puma 2×6 with all its replicas, no candidate.
@@ -256,15 +214,23 @@ scenario_deleted() {
   stop_load $ns
 }
 
+# blind_experiment NS NAME LOAD_S: the target under load and an experiment with
+# inconclusiveLimit 2 (onInconclusive from E2E_ON_INCONCLUSIVE); once it is in its first stage,
+# Prometheus is stopped. The caller must start it again whatever happens.
+blind_experiment() {
+  local ns=$1 name=$2
+  [[ -x $ROOT/e2e/cluster/prometheus ]] || fail "cannot take Prometheus down on this cluster"
+  new_ns "$ns"
+  deploy_target "$ns"
+  start_load "$ns" "$3"
+  E2E_INCONCLUSIVE_LIMIT=2 experiment "$ns" "$name" '{server: puma, workers: 2, threads: 4}' "$LATENCY_CHECK"
+  wait_until 90 "first stage reached" bash -c "[[ \$(kubectl -n $ns get cexp $name -o jsonpath='{.status.stageIndex}') == 0 ]]"
+  "$ROOT/e2e/cluster/prometheus" stop >&2
+}
+
 scenario_prometheus_down() {
   local ns=e2e-promdown
-  [[ -x $ROOT/e2e/cluster/prometheus ]] || fail "cannot take Prometheus down on this cluster"
-  new_ns $ns
-  deploy_target $ns
-  start_load $ns 180
-  E2E_INCONCLUSIVE_LIMIT=2 experiment $ns blind '{server: puma, workers: 2, threads: 4}' "$LATENCY_CHECK"
-  wait_until 90 "first stage reached" bash -c "[[ \$(kubectl -n $ns get cexp blind -o jsonpath='{.status.stageIndex}') == 0 ]]"
-  "$ROOT/e2e/cluster/prometheus" stop >&2
+  blind_experiment $ns blind 180
   # Prometheus comes back whatever happens, or later scenarios would fail for the wrong reason.
   progress $ns blind || true
   "$ROOT/e2e/cluster/prometheus" start >&2
@@ -282,14 +248,7 @@ scenario_prometheus_down() {
 # needs a person — and one approve annotation lifts it; then it runs to promotion.
 scenario_prometheus_down_pause() {
   local ns=e2e-prompause
-  [[ -x $ROOT/e2e/cluster/prometheus ]] || fail "cannot take Prometheus down on this cluster"
-  new_ns $ns
-  deploy_target $ns
-  start_load $ns 300
-  E2E_INCONCLUSIVE_LIMIT=2 E2E_ON_INCONCLUSIVE=pause \
-    experiment $ns held '{server: puma, workers: 2, threads: 4}' "$LATENCY_CHECK"
-  wait_until 90 "first stage reached" bash -c "[[ \$(kubectl -n $ns get cexp held -o jsonpath='{.status.stageIndex}') == 0 ]]"
-  "$ROOT/e2e/cluster/prometheus" stop >&2
+  E2E_ON_INCONCLUSIVE=pause blind_experiment $ns held 300
   # Prometheus comes back whatever happens, or later scenarios would fail for the wrong reason.
   if ! wait_until 120 "paused on inconclusive analyses" bash -c "[[ \$(kubectl -n $ns get cexp held -o jsonpath='{.status.phase}/{.status.holdReason}') == Paused/InconclusiveLimit ]]"; then
     "$ROOT/e2e/cluster/prometheus" start >&2
@@ -342,14 +301,6 @@ scenario_operator_killed() {
   done
   stop_load $ns
 }
-# kill_operator WHEN: force-deletes the (single) operator pod.
-kill_operator() {
-  local pod
-  pod=$(operator_pods | head -1)
-  [[ -n $pod ]] || fail "no operator pod to kill"
-  log "  killing $pod $1"
-  kubectl -n "$E2E_OP_NS" delete "$pod" --grace-period=0 --force >/dev/null 2>&1
-}
 
 scenario_leader_failover() {
   local ns=e2e-leader holder t0 holder2
@@ -376,97 +327,4 @@ scenario_leader_failover() {
   [[ $n == 1 ]] || fail "$n Succeeded Events (expected exactly 1)"
   stop_load $ns
   install_operator --set replicaCount=1
-}
-
-# gatewayAPI router through a real data plane: Traefik (e2e/cluster/gateway: a host process on
-# the bridge IP with its kubernetesGateway provider, which also installs the Gateway API CRDs
-# it is built against) serves Gateway `shop-gateway` of class e2e-traefik, and the load pod
-# sends every request through it (Service gateway.gateway-system), never the user's Service.
-# At every stage the HTTPRoute's backendRef weights must equal the planned weight, and the
-# split the pods observe (their own request counters) over a window that lies wholly inside
-# the stage must be within E2E_SPLIT_TOLERANCE (15) points of the candidate's weight.
-
-# route_weights NS: "baselineService=W candidateService=W" of the HTTPRoute's first rule.
-route_weights() {
-  kubectl -n "$1" get httproute storefront -o json | python3 -c '
-import json, sys
-refs = json.load(sys.stdin)["spec"]["rules"][0]["backendRefs"]
-print(" ".join("%s=%s" % (r["name"], r.get("weight", 1)) for r in refs))'
-}
-
-# route_accepted NS: Traefik reports the HTTPRoute Accepted and its backendRefs resolved.
-route_accepted() {
-  kubectl -n "$1" get httproute storefront -o json | python3 -c '
-import json, sys
-parents = json.load(sys.stdin).get("status", {}).get("parents", [])
-ok = lambda p, t: any(c["type"] == t and c["status"] == "True" for c in p.get("conditions", []))
-sys.exit(0 if any(p.get("controllerName") == "traefik.io/gateway-controller"
-                  and ok(p, "Accepted") and ok(p, "ResolvedRefs") for p in parents) else 1)'
-}
-
-scenario_gateway() {
-  local ns=e2e-gateway seen="" measured="" w planned ph cur="" since=0 split
-  local tol=${E2E_SPLIT_TOLERANCE:-15} win
-  # The window ends before the stage does (stage length minus settling and polling slack).
-  win=$(( ${E2E_STAGE_S:-25} - 12 )); (( win > 15 )) && win=15
-  (( win >= 5 )) || fail "E2E_STAGE_S=${E2E_STAGE_S:-25} leaves no window to measure the split in"
-  [[ -x $ROOT/e2e/cluster/gateway ]] || fail "no gateway data plane (e2e/cluster/gateway) for this cluster"
-  "$ROOT/e2e/cluster/gateway" start >&2
-  local GATEWAY_PORT GATEWAY_URL GATEWAY_HOST_URL
-  eval "$("$ROOT/e2e/cluster/gateway" env)"
-  new_ns $ns
-  deploy_target $ns
-  kubectl -n $ns apply -f - >/dev/null <<YAML
-apiVersion: gateway.networking.k8s.io/v1
-kind: Gateway
-metadata: {name: shop-gateway}
-spec:
-  gatewayClassName: e2e-traefik
-  listeners: [{name: http, protocol: HTTP, port: $GATEWAY_PORT, allowedRoutes: {namespaces: {from: Same}}}]
----
-apiVersion: gateway.networking.k8s.io/v1
-kind: HTTPRoute
-metadata: {name: storefront}
-spec:
-  parentRefs: [{name: shop-gateway}]
-  rules:
-    - backendRefs: [{name: storefront, port: 80}]
-YAML
-  wait_until 60 "HTTPRoute accepted by the gateway" route_accepted $ns
-  wait_until 30 "the gateway routes to the target" curl -sf --max-time 2 "$GATEWAY_HOST_URL/healthz"
-  start_load $ns 240 "$E2E_RATE" / "$GATEWAY_URL"
-  experiment $ns routed '{server: puma, workers: 2, threads: 4}' "$LATENCY_CHECK" \
-    '  traffic: {router: gatewayAPI, httpRoute: storefront}'
-  while :; do
-    ph=$(phase $ns routed || true)
-    case $ph in Succeeded | RolledBack | Invalid) break ;; esac
-    planned=$(kubectl -n $ns get cexp routed -o jsonpath='{.status.plannedWeight}' || true)
-    w=$(route_weights $ns 2>/dev/null || true)
-    if [[ $ph == Progressing && -n $planned && $seen != *"[$planned]"* && $w == *"storefront-candidate=$planned"* ]]; then
-      log "  stage weight $planned: route $w"
-      seen+="[$planned]" cur=$planned since=$(date +%s)
-    fi
-    # 5 s after the route changed (Traefik reloads, Prometheus scrapes), one window later, and
-    # only while the weight is still in force.
-    if [[ -n $cur && $measured != *"[$cur]"* && $w == *"storefront-candidate=$cur"* ]] \
-      && (( $(date +%s) - since >= win + 5 )); then
-      split=$(observed_split $ns "$win")
-      log "  stage weight $cur: observed split through the gateway ${split}% candidate (last ${win} s)"
-      if [[ $split == - ]] || (( split < cur - tol || split > cur + tol )); then
-        fail "split ${split}% is not within $tol points of the route's weight $cur"
-      fi
-      measured+="[$cur]"
-    fi
-    sleep 1
-  done
-  [[ $ph == Succeeded ]] || fail "gateway experiment ended $ph"
-  for planned in 30 70 100; do
-    [[ $seen == *"[$planned]"* ]] || fail "never saw the route at candidate weight $planned (saw $seen)"
-    [[ $measured == *"[$planned]"* ]] || fail "never measured the split at candidate weight $planned (measured $measured)"
-  done
-  [[ $(route_weights $ns) == storefront=* ]] || fail "route not restored to the user's Service: $(route_weights $ns)"
-  [[ $(deploy_env $ns storefront RAILS_MAX_THREADS) == 4 ]] || fail "target does not have the candidate's threads"
-  wait_until 60 "variant Services gone" bash -c "[[ \$(kubectl -n $ns get svc -o name | wc -l) == 1 ]]"
-  no_rbac_denials
-  stop_load $ns
 }
