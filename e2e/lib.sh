@@ -41,7 +41,13 @@ for ev in json.load(sys.stdin)["items"]:
     if r.get("kind") == "ConcurrencyExperiment" and r.get("name") == name:
         print(ev.get("type"), ev.get("reason") + ":", ev.get("note", ""))' "$2"
 }
-has_event() { events "$1" "$2" | grep -q " $3:"; }
+# Captured first: `events | grep -q` fails under pipefail when grep exits before python has
+# printed every line (EPIPE), which made a present Event look missing.
+has_event() {
+  local all
+  all=$(events "$1" "$2")
+  grep -q " $3:" <<<"$all"
+}
 
 # deploy_env NS DEPLOY VAR: a container env var of the Deployment's first container.
 deploy_env() {

@@ -132,7 +132,9 @@ c = json.loads(sys.argv[1]); assert c and c["name"] == sys.argv[2], c
 assert c.get("baseline") is not None or sys.argv[2] == "gvlWait", "no baseline value"
 assert c.get("candidate") is not None and c.get("limit"), "no candidate value or limit"' "$failed" "$check" \
     || fail "status does not name $check with both values and its limit"
-  field "$ns" "$name" 's["decision"]["message"]' | grep -q "$check" || fail "decision message does not name $check"
+  local message
+  message=$(field "$ns" "$name" 's["decision"]["message"]')
+  grep -q "$check" <<<"$message" || fail "decision message does not name $check"
   has_event "$ns" "$name" AnalysisFailed || fail "no AnalysisFailed Event"
   has_event "$ns" "$name" RolledBack || fail "no RolledBack Event"
   assert_baseline_restored "$ns"
