@@ -125,7 +125,10 @@ rollback_with() {
   log "  ready pods never below $min_ready (baseline $E2E_REPLICAS)"
   [[ $(field "$ns" "$name" 's["decision"]["action"]') == Rollback ]] || fail "decision is not Rollback"
   local failed
-  failed=$(field "$ns" "$name" 'next((c for a in s["analyses"] for c in a["checks"] if c["verdict"] == "Fail"), None)')
+  # The deciding analysis (the last Fail), not the first failing check: an earlier analysis can
+  # hold a check that failed on the candidate alone while the baseline had no samples yet
+  # (that analysis was Inconclusive for too few baseline requests).
+  failed=$(field "$ns" "$name" 'next((c for a in reversed(s["analyses"]) if a["verdict"] == "Fail" for c in a["checks"] if c["verdict"] == "Fail"), None)')
   log "  failed check: $failed"
   python3 -c 'import json,sys
 c = json.loads(sys.argv[1]); assert c and c["name"] == sys.argv[2], c
