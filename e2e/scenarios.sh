@@ -39,7 +39,7 @@ progress() {
 # candidate holds its connections longer and gets fewer requests, so rollback scenarios only
 # print it).
 check_split() {
-  local ns=$1 name=$2 state=$3 w=$4 observed eff
+  local ns=$1 name=$2 state=$3 w=$4 observed
   # Prometheus scrapes every 5 s: a shorter window holds at most one sample per pod and its
   # "split" would be noise (a 6 s rollback window once printed 0%).
   if (( w < 10 )); then
@@ -285,7 +285,7 @@ scenario_prometheus_down_pause() {
 # so the target's rollout to the candidate config takes a while). Each time it resumes from
 # status: no stage lost, no duplicate objects, every decision's Event exactly once.
 scenario_operator_killed() {
-  local ns=e2e-killed pod n
+  local ns=e2e-killed n
   new_ns $ns
   deploy_target $ns
   start_load $ns 300
