@@ -23,13 +23,48 @@ enum Cmd {
         /// Address to listen on (the port comes from PORT).
         #[arg(long, default_value = "0.0.0.0")]
         bind: IpAddr,
+        /// Workers, as `puma -w N`: overrides WEB_CONCURRENCY, like Puma's own flag.
+        #[arg(short = 'w', long)]
+        workers: Option<String>,
+        /// Threads per worker, as `puma -t MIN:MAX` (or `-t MAX`): the maximum overrides
+        /// PUMA_MAX_THREADS / RAILS_MAX_THREADS, like Puma's own flag.
+        #[arg(short = 't', long)]
+        threads: Option<String>,
     },
     /// Send load to a loopback (or --allow-cidr) target.
     Load(LoadArgs),
 }
 
-fn serve(bind: IpAddr) -> ExitCode {
-    let config = match ServeConfig::from_env() {
+/// Puma's command-line flags win over its environment; the e2e suite runs targets that set
+/// their concurrency this way (`puma -w 2 -t 6:6` in a Procfile).
+#[derive(Default)]
+struct Flags {
+    workers: Option<String>,
+    threads: Option<String>,
+}
+
+fn serve(bind: IpAddr, flags: Flags) -> ExitCode {
+    let max_threads = flags
+        .threads
+        .as_deref()
+        .map(|t| t.rsplit(':').next().unwrap_or(t).to_string());
+    let config = match ServeConfig::from_lookup(&|var| {
+        let flag = match var {
+            "WEB_CONCURRENCY" => flags.workers.clone(),
+            "PUMA_MAX_THREADS" => max_threads.clone(),
+            _ => None,
+        };
+        if flag.is_some() {
+            return Ok(flag);
+        }
+        match std::env::var(var) {
+            Ok(v) => Ok(Some(v)),
+            Err(std::env::VarError::NotPresent) => Ok(None),
+            Err(std::env::VarError::NotUnicode(_)) => {
+                Err(gvl_sim::config::ConfigError::NotUnicode(var))
+            }
+        }
+    }) {
         Ok(c) => c,
         Err(e) => {
             eprintln!("gvl-sim: configuration error ({}): {e}", e.category());
@@ -119,8 +154,12 @@ fn load(args: LoadArgs) -> ExitCode {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.cmd {
-        None => serve(IpAddr::from([0, 0, 0, 0])),
-        Some(Cmd::Serve { bind }) => serve(bind),
+        None => serve(IpAddr::from([0, 0, 0, 0]), Flags::default()),
+        Some(Cmd::Serve {
+            bind,
+            workers,
+            threads,
+        }) => serve(bind, Flags { workers, threads }),
         Some(Cmd::Load(args)) => load(args),
     }
 }
