@@ -14,7 +14,8 @@ new_ns() {
 }
 
 # deploy_target NS [EXTRA_ENV_YAML]: Deployment `storefront` (gvl-sim as Puma 2×6, scraped by
-# Prometheus) behind Service `storefront`; waits until it is rolled out.
+# Prometheus) behind Service `storefront`; waits until it is rolled out. E2E_ARGS: the
+# container's args as a YAML flow list (e.g. Puma flags).
 deploy_target() {
   local ns=$1 extra=${2:-}
   kubectl -n "$ns" apply -f - >/dev/null <<EOF
@@ -34,6 +35,7 @@ spec:
         - name: web
           image: $E2E_APP_IMAGE
           imagePullPolicy: Never
+${E2E_ARGS:+          args: $E2E_ARGS}
           ports: [{name: http, containerPort: 3000}]
           env:
             - {name: SERVER, value: puma}
