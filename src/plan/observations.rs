@@ -60,6 +60,9 @@ pub struct AnalysisOutcome {
     pub record: AnalysisRecord,
     /// Present when the I/O share could be measured in this analysis.
     pub recommendation: Option<Recommendation>,
+    /// Prometheus answered every check's queries, with no sample for the candidate nor (below
+    /// 100%) the baseline: the metrics are not there at all, which no waiting for traffic fixes.
+    pub no_data: bool,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

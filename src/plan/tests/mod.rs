@@ -2,6 +2,7 @@
 //! the actions, and a driver that steps the machine through time.
 
 mod approval;
+mod baseline;
 mod finish;
 mod progress;
 mod rollback;
@@ -225,6 +226,7 @@ impl Run {
                 obs.analysis = Some(AnalysisOutcome {
                     record: record(v, self.now, stage, obs.effective_weight),
                     recommendation: None,
+                    no_data: false,
                 });
             }
         }
