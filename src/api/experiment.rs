@@ -82,6 +82,12 @@ pub struct ConcurrencyExperimentSpec {
     /// Rolls back now (also: annotation `concurrency.dev/abort: "true"`).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub abort: bool,
+    /// How long a stage may take to get its split in force (candidate pods ready, target
+    /// scaled, route weights set); past it the experiment rolls back with reason
+    /// `ProgressDeadlineExceeded`. Not counted while `paused`.
+    #[serde(default = "default_progress_deadline")]
+    #[schemars(regex(pattern = DURATION_PATTERN))]
+    pub progress_deadline: String,
 }
 
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
@@ -130,5 +136,9 @@ pub fn default_stages() -> Vec<Stage> {
 }
 
 fn default_stage_duration() -> String {
+    "10m".into()
+}
+
+fn default_progress_deadline() -> String {
     "10m".into()
 }

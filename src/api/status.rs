@@ -71,6 +71,10 @@ pub struct ConcurrencyExperimentStatus {
     /// `2/3` — for people and the printer column.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stage: Option<String>,
+    /// When the current stage was entered, or resumed from `spec.paused` before its split was
+    /// in force: `spec.progressDeadline` counts from here.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stage_entered_at: Option<Time>,
     /// When the current stage's weight was reached (its duration counts from here).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stage_started_at: Option<Time>,

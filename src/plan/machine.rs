@@ -205,6 +205,7 @@ impl<'a> Ctx<'a> {
         self.status.stage_index = Some(index as i32);
         self.status.stage = Some(format!("{}/{n}", index + 1));
         self.status.planned_weight = weight;
+        self.status.stage_entered_at = Some(Time(self.now()));
         self.status.stage_started_at = None;
         self.status.stage_passed_analyses = 0;
         let (reason, verb) = if index == 0 {

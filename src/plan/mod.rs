@@ -45,9 +45,9 @@ mod validate;
 #[cfg(test)]
 mod tests;
 
-pub use analysis::{failing_checks, INCONCLUSIVE_LIMIT, KEPT_ANALYSES};
+pub use analysis::{failing_checks, INCONCLUSIVE_LIMIT, KEPT_ANALYSES, NO_DATA_LIMIT};
 pub use machine::step;
 pub use observations::*;
-pub use progress::{AWAITING_APPROVAL, PAUSED_BY_USER};
+pub use progress::{AWAITING_APPROVAL, PAUSED_BY_USER, PROGRESS_DEADLINE_EXCEEDED};
 pub use timing::{analysis_due, next_analysis_at, POLL, TARGET_POLL};
 pub use validate::{validate, Timing};

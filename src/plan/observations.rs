@@ -28,6 +28,10 @@ pub struct Observations {
     pub target: Option<TargetState>,
     /// The candidate Deployment; `None` when it does not exist (yet, or any more).
     pub candidate: Option<DeploymentState>,
+    /// Why the candidate's pods are not ready (e.g. `pod storefront-candidate-…: container web
+    /// waiting: CrashLoopBackOff`), when it exists with fewer ready than wanted replicas and
+    /// its pods say. Only for messages: a missed progress deadline names it.
+    pub candidate_problem: Option<String>,
     /// The split currently applied by the router, percent of traffic to the candidate.
     /// For `replicas` this is derived from ready pods; for `gatewayAPI` it is the route weight.
     pub effective_weight: i32,

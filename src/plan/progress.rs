@@ -14,6 +14,8 @@ use crate::traffic::replica_split;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
 pub const AWAITING_APPROVAL: &str = "AwaitingApproval";
+/// Decision reason when a stage's split was not in force within `spec.progressDeadline`.
+pub const PROGRESS_DEADLINE_EXCEEDED: &str = "ProgressDeadlineExceeded";
 pub const PAUSED_BY_USER: &str = "PausedByUser";
 
 pub fn run(cx: &mut Ctx, t: &Timing) {
@@ -40,8 +42,17 @@ pub fn run(cx: &mut Ctx, t: &Timing) {
     if mid_pause != old_pause {
         pause_event(cx, mid_pause.clone());
     }
+    let resumed = old_pause.as_deref() == Some(PAUSED_BY_USER) && !cx.spec.paused;
+    let before_split = cx.actions.len();
     let mut in_force = apply_split(cx, index);
     start_clock(cx, in_force);
+    if deadline_missed(cx, t, in_force, resumed) {
+        // The split this stage asked for is abandoned: the rollback's actions replace it.
+        cx.actions.truncate(before_split);
+        let msg = deadline_message(cx, index);
+        cx.start_rollback(PROGRESS_DEADLINE_EXCEEDED, msg);
+        return finish::roll_back(cx);
+    }
     let holding = cx.spec.paused || cx.status.hold_reason.is_some();
     if !holding && stage_earned(cx, t, index) {
         if index + 1 < n {
@@ -77,6 +88,45 @@ pub fn run(cx: &mut Ctx, t: &Timing) {
     }
     cx.update_variants();
     describe(cx, t, in_force, new_pause);
+}
+
+/// True when the stage's split has not been in force within `spec.progressDeadline` of
+/// entering it. Not counted while `spec.paused` (the person looking may be fixing the cause):
+/// a resume before the split was in force starts the count again. A status written before the
+/// deadline existed starts it now.
+fn deadline_missed(cx: &mut Ctx, t: &Timing, in_force: bool, resumed: bool) -> bool {
+    if in_force || cx.status.stage_started_at.is_some() {
+        return false;
+    }
+    let now = cx.now();
+    let entered = match &cx.status.stage_entered_at {
+        Some(e) if !resumed => e.0,
+        _ => {
+            cx.status.stage_entered_at = Some(Time(now));
+            return false;
+        }
+    };
+    !cx.spec.paused && timing::add(entered, t.progress_deadline).is_some_and(|end| now >= end)
+}
+
+/// Why the deadline was missed, with what the pods say.
+fn deadline_message(cx: &Ctx, index: usize) -> String {
+    let stage = cx.status.stage.clone().unwrap_or_default();
+    let weight = cx.spec.stages.get(index).map_or(100, |s| s.weight);
+    let split = replica_split(cx.spec.traffic.router, cx.original(), weight);
+    let c = cx.obs.candidate.as_ref().map_or(0, |c| c.ready_replicas);
+    let t = cx.obs.target.as_ref().map(|t| &t.deployment);
+    let (b, b_replicas) = t.map_or((0, 0), |t| (t.ready_replicas, t.replicas));
+    let problem = match &cx.obs.candidate_problem {
+        Some(p) => format!("; {p}"),
+        None => String::new(),
+    };
+    format!(
+        "Stage {stage} did not get its split ({weight}%) in force within progressDeadline {}: \
+         {c} of {} candidate pods ready, {b} of {} baseline pods ready, {}% of traffic to the \
+         candidate{problem}.",
+        cx.spec.progress_deadline, split.candidate, b_replicas, cx.obs.effective_weight,
+    )
 }
 
 /// The stage's clock starts the first time its split is seen in force.
@@ -136,13 +186,18 @@ fn apply_split(cx: &mut Ctx, index: usize) -> bool {
             replicas: split.candidate,
         });
     }
-    let candidate_ready = candidate.map_or(0, |c| c.ready_replicas) >= split.candidate;
+    let ready = candidate.map_or(0, |c| c.ready_replicas);
+    let candidate_ready = ready >= split.candidate;
     let current = target.deployment.replicas;
+    // The baseline covers what the candidate does not serve (yet, or any more, when its pods
+    // fail after the split was in force), so the service never runs below its original size.
+    let wanted = match router {
+        Router::Replicas => split.baseline.max(cx.original() - ready),
+        Router::GatewayApi => split.baseline,
+    };
     // Growing the baseline is always safe; shrinking it waits for the candidate.
-    if current < split.baseline || (current > split.baseline && candidate_ready) {
-        cx.actions.push(Action::ScaleTarget {
-            replicas: split.baseline,
-        });
+    if current < wanted || (current > wanted && candidate_ready) {
+        cx.actions.push(Action::ScaleTarget { replicas: wanted });
     }
     let effective = cx.obs.effective_weight;
     match router {

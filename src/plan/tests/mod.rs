@@ -3,6 +3,7 @@
 
 mod approval;
 mod baseline;
+mod deadline;
 mod finish;
 mod progress;
 mod rollback;
@@ -77,6 +78,8 @@ pub struct World {
     pub approve_annotation: bool,
     /// `spec.approved`.
     pub spec_approved: bool,
+    /// What the shell would say about not-ready candidate pods.
+    pub candidate_problem: Option<String>,
 }
 
 impl World {
@@ -103,6 +106,7 @@ impl World {
             route_weight: 0,
             approve_annotation: false,
             spec_approved: false,
+            candidate_problem: None,
         }
     }
 
@@ -176,6 +180,7 @@ impl World {
             spec_error: None,
             target: self.target.clone(),
             candidate: self.candidate.clone(),
+            candidate_problem: self.candidate_problem.clone(),
             effective_weight: self.effective_weight(),
             analysis: None,
         }
