@@ -366,6 +366,10 @@ pub fn observations(
         spec_error: spec_error(exp, fetched),
         target,
         candidate: fetched.candidate.as_ref().map(workload::rollout_state),
+        candidate_runs_spec_config: fetched
+            .candidate
+            .as_ref()
+            .is_some_and(|d| workload::runs_config(d, &exp.spec.candidate, container)),
         candidate_problem: fetched.candidate_problem.clone(),
         effective_weight: effective_weight(exp, fetched),
         analysis: None,
@@ -484,6 +488,19 @@ mod tests {
         let line = pod_problem(&[p]).unwrap();
         assert_eq!(line.chars().count(), MAX_PROBLEM);
         assert!(line.ends_with('…'));
+    }
+
+    #[test]
+    fn the_candidate_is_seen_running_the_spec_config_until_the_spec_changes() {
+        let mut exp = experiment();
+        let t = target(6, 6);
+        let mut f = fetched(Some(t.clone()));
+        let now = jiff::Timestamp::now();
+        assert!(!observations(&exp, &f, now).candidate_runs_spec_config);
+        f.candidate = Some(workload::candidate_deployment(&t, &exp, 2).unwrap());
+        assert!(observations(&exp, &f, now).candidate_runs_spec_config);
+        exp.spec.candidate.threads = Some(3);
+        assert!(!observations(&exp, &f, now).candidate_runs_spec_config);
     }
 
     #[test]

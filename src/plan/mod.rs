@@ -30,7 +30,16 @@
 //! one-shot — it lifts the next hold (an inconclusive hold, resetting the count, or the manual
 //! promotion) and the machine then asks for its removal (`Action::ClearApproval`).
 //! If a candidate pod fails after a stage's split was in force, the stage clock keeps running
-//! (the analyses judge the candidate); the split is re-applied as pods come back.
+//! (the analyses judge the candidate); for `replicas` the baseline grows by the missing pods
+//! at once and shrinks back when they are ready again. A split that is never in force is
+//! bounded by `spec.progressDeadline`, counted from `status.stageEnteredAt` (not while
+//! `spec.paused`): then the experiment rolls back (`ProgressDeadlineExceeded`, naming
+//! `Observations::candidate_problem`).
+//! A split is in force only when every candidate pod runs the spec's config
+//! (`candidate_runs_spec_config`, rolled out). Editing `spec.candidate` while Progressing or
+//! Paused restarts at stage 1 with a fresh history (Event `SpecChanged`): what was measured
+//! belongs to the old config. A candidate shrinks only once its traffic is back on the
+//! baseline.
 
 mod analysis;
 mod approval;

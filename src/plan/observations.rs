@@ -28,6 +28,9 @@ pub struct Observations {
     pub target: Option<TargetState>,
     /// The candidate Deployment; `None` when it does not exist (yet, or any more).
     pub candidate: Option<DeploymentState>,
+    /// The candidate Deployment's template carries `spec.candidate` (false when it does not
+    /// exist): until it does, the candidate is re-applied and its split is not in force.
+    pub candidate_runs_spec_config: bool,
     /// Why the candidate's pods are not ready (e.g. `pod storefront-candidate-…: container web
     /// waiting: CrashLoopBackOff`), when it exists with fewer ready than wanted replicas and
     /// its pods say. Only for messages: a missed progress deadline names it.

@@ -4,6 +4,7 @@
 mod approval;
 mod baseline;
 mod deadline;
+mod edit;
 mod finish;
 mod progress;
 mod rollback;
@@ -80,6 +81,11 @@ pub struct World {
     pub spec_approved: bool,
     /// What the shell would say about not-ready candidate pods.
     pub candidate_problem: Option<String>,
+    /// The candidate Deployment still has the template of an older `spec.candidate`;
+    /// `EnsureCandidate` renders the current one.
+    pub candidate_stale: bool,
+    /// `metadata.generation` of the experiment.
+    pub generation: i64,
 }
 
 impl World {
@@ -107,6 +113,8 @@ impl World {
             approve_annotation: false,
             spec_approved: false,
             candidate_problem: None,
+            candidate_stale: false,
+            generation: 1,
         }
     }
 
@@ -116,7 +124,10 @@ impl World {
                 Action::EnsureCandidate { replicas } => {
                     let c = self.candidate.get_or_insert_with(Default::default);
                     c.replicas = *replicas;
+                    // Scaling down takes pods out of service at once.
+                    c.ready_replicas = c.ready_replicas.min(*replicas);
                     c.rolled_out = false;
+                    self.candidate_stale = false;
                 }
                 Action::ScaleTarget { replicas } => {
                     if let Some(t) = &mut self.target {
@@ -172,7 +183,7 @@ impl World {
     pub fn observe(&self, now: Timestamp) -> Observations {
         Observations {
             now,
-            generation: 1,
+            generation: self.generation,
             deleting: false,
             abort_requested: false,
             promotion_approved: self.spec_approved,
@@ -180,6 +191,7 @@ impl World {
             spec_error: None,
             target: self.target.clone(),
             candidate: self.candidate.clone(),
+            candidate_runs_spec_config: self.candidate.is_some() && !self.candidate_stale,
             candidate_problem: self.candidate_problem.clone(),
             effective_weight: self.effective_weight(),
             analysis: None,
@@ -266,6 +278,14 @@ impl Run {
         );
         self.last = Some(out);
         self.last.as_ref().unwrap()
+    }
+
+    /// The user edits `spec.candidate`: a new generation, and the candidate Deployment keeps
+    /// its old template until the machine re-applies it.
+    pub fn edit_candidate(&mut self, edit: impl Fn(&mut crate::api::ServerConfig)) {
+        edit(&mut self.spec.candidate);
+        self.world.generation += 1;
+        self.world.candidate_stale = self.world.candidate.is_some();
     }
 
     pub fn tick(&mut self, verdict: Option<Verdict>) -> &Step {
