@@ -123,6 +123,10 @@ pub struct ConcurrencyExperimentStatus {
     /// seen gone it approves nothing more, so a crash before the removal cannot approve twice.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub approve_annotation_consumed: bool,
+    /// The same for the `concurrency.dev/retry` annotation: a retry (or its refusal) was
+    /// decided and the annotation is being removed; until it is seen gone it retries nothing.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub retry_annotation_consumed: bool,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub conditions: Vec<Condition>,
     /// The final (or in-progress) decision and why.

@@ -11,7 +11,9 @@ use serde_json::Value;
 use std::sync::Arc;
 
 use super::error::{is_not_found, Error, Result};
-use crate::api::{ConcurrencyExperiment, Router, ANNOTATION_ABORT, ANNOTATION_APPROVE};
+use crate::api::{
+    ConcurrencyExperiment, Router, ANNOTATION_ABORT, ANNOTATION_APPROVE, ANNOTATION_RETRY,
+};
 use crate::plan::{Observations, TargetState};
 use crate::traffic::{self, percent};
 use crate::workload;
@@ -38,8 +40,10 @@ pub struct Fetched {
     pub baseline_hash: Option<String>,
     /// gatewayAPI only: why the user's Service could not be determined.
     pub service_error: Option<String>,
-    /// Other experiments in the namespace (from the controller's cache).
+    /// Older live experiments on the same target (from the controller's cache).
     pub rivals: Vec<String>,
+    /// Live experiments on the same target of any age (a retry waits for them).
+    pub others: Vec<String>,
     /// Why the candidate's pods are not ready, when it has fewer ready than wanted.
     pub candidate_problem: Option<String>,
 }
@@ -110,6 +114,7 @@ pub async fn fetch(
         baseline_hash,
         service_error,
         rivals: rivals(experiments, exp),
+        others: live_on_target(experiments, exp),
         candidate_problem,
     })
 }
@@ -239,15 +244,32 @@ fn truncate(s: &str, max: usize) -> String {
 pub fn rivals(all: &[Arc<ConcurrencyExperiment>], exp: &ConcurrencyExperiment) -> Vec<String> {
     let key = |e: &ConcurrencyExperiment| (e.meta().creation_timestamp.clone(), e.name_any());
     let mine = key(exp);
-    let mut names: Vec<String> = all
-        .iter()
+    sorted_names(live_others(all, exp).filter(|o| key(o) < mine))
+}
+
+/// Names of every other live experiment in the namespace on the same target, of any age.
+pub fn live_on_target(
+    all: &[Arc<ConcurrencyExperiment>],
+    exp: &ConcurrencyExperiment,
+) -> Vec<String> {
+    sorted_names(live_others(all, exp))
+}
+
+fn live_others<'a>(
+    all: &'a [Arc<ConcurrencyExperiment>],
+    exp: &'a ConcurrencyExperiment,
+) -> impl Iterator<Item = &'a Arc<ConcurrencyExperiment>> {
+    all.iter()
         .filter(|o| o.namespace() == exp.namespace() && o.name_any() != exp.name_any())
         .filter(|o| o.spec.target_ref.name == exp.spec.target_ref.name)
         .filter(|o| o.meta().deletion_timestamp.is_none())
         .filter(|o| !o.status.as_ref().is_some_and(|s| s.phase.is_terminal()))
-        .filter(|o| key(o) < mine)
-        .map(|o| o.name_any())
-        .collect();
+}
+
+fn sorted_names<'a>(
+    experiments: impl Iterator<Item = &'a Arc<ConcurrencyExperiment>>,
+) -> Vec<String> {
+    let mut names: Vec<String> = experiments.map(|o| o.name_any()).collect();
     names.sort();
     names
 }
@@ -363,6 +385,8 @@ pub fn observations(
         abort_requested: exp.spec.abort || flag(exp, ANNOTATION_ABORT),
         promotion_approved: exp.spec.approved,
         resume_requested: flag(exp, ANNOTATION_APPROVE),
+        retry_requested: flag(exp, ANNOTATION_RETRY),
+        other_experiment: fetched.others.first().cloned(),
         spec_error: spec_error(exp, fetched),
         target,
         candidate: fetched.candidate.as_ref().map(workload::rollout_state),
@@ -550,6 +574,9 @@ mod tests {
         let all = [Arc::new(first.clone()), Arc::new(later.clone())];
         assert_eq!(rivals(&all, &later), ["storefront-puma-4"]);
         assert!(rivals(&all, &first).is_empty());
+        // A retry of the older one must wait for the later one.
+        assert_eq!(live_on_target(&all, &first), ["later"]);
+        assert_eq!(live_on_target(&all, &later), ["storefront-puma-4"]);
 
         let mut finished = first;
         finished.status = Some(crate::api::ConcurrencyExperimentStatus {

@@ -4,11 +4,12 @@ use std::sync::Arc;
 
 use k8s_openapi::api::apps::v1::Deployment;
 use kube::runtime::controller::Action as Requeue;
+use kube::ResourceExt;
 use serde_json::{json, Value};
 
 use super::fixtures::*;
 use super::reconcile::reconcile;
-use crate::api::{ConcurrencyExperiment, Phase, ANNOTATION_ABORT};
+use crate::api::{ConcurrencyExperiment, Phase, ANNOTATION_ABORT, ANNOTATION_RETRY};
 
 #[tokio::test]
 async fn first_reconcile_only_adds_the_finalizer() {
@@ -407,4 +408,62 @@ async fn a_candidate_that_never_gets_ready_is_explained_and_rolled_back_at_the_d
     assert!(fake
         .event_reasons()
         .contains(&"ProgressDeadlineExceeded".to_string()));
+}
+
+#[tokio::test]
+async fn the_retry_annotation_restarts_a_rolled_back_experiment_and_is_removed() {
+    let mut exp = with_finalizer(experiment());
+    exp.metadata.annotations = Some(
+        [
+            (ANNOTATION_RETRY.to_string(), "true".to_string()),
+            ("team".to_string(), "shop".to_string()),
+        ]
+        .into(),
+    );
+    exp.status = Some(crate::api::ConcurrencyExperimentStatus {
+        phase: Phase::RolledBack,
+        original: Some(crate::api::OriginalState {
+            replicas: 4,
+            route_backend_refs: None,
+        }),
+        ..Default::default()
+    });
+    let fake = FakeApi::default().with(EXP, exp).with(TARGET, target(6, 6));
+    reconcile_stored(&fake).await.unwrap();
+    let exp: ConcurrencyExperiment = fake.get(EXP).unwrap();
+    let status = exp.status.clone().unwrap();
+    assert_eq!(status.phase, Phase::Progressing);
+    assert_eq!(status.original.unwrap().replicas, 6, "recorded anew");
+    assert_eq!(exp.annotations().get(ANNOTATION_RETRY), None);
+    assert_eq!(
+        exp.annotations().get("team").map(String::as_str),
+        Some("shop")
+    );
+    assert_eq!(fake.event_reasons(), ["Retried", "Started"]);
+    let writes: Vec<String> = fake
+        .lines()
+        .into_iter()
+        .filter(|l| !l.starts_with("GET"))
+        .collect();
+    assert_eq!(
+        writes,
+        [
+            format!("PATCH {EXP}/status"),
+            format!("PATCH {CANDIDATE}"),
+            format!("PATCH {EXP}")
+        ]
+    );
+    let removal = fake
+        .calls()
+        .into_iter()
+        .find(|c| c.line() == format!("PATCH {EXP}"))
+        .unwrap();
+    assert_eq!(
+        removal.content_type.as_deref(),
+        Some("application/merge-patch+json")
+    );
+    assert_eq!(
+        removal.body,
+        json!({"metadata": {"annotations": {ANNOTATION_RETRY: null}}})
+    );
 }

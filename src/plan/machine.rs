@@ -8,7 +8,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
 use super::observations::{Action, EventType, Observations, Step};
 use super::validate::{validate, Timing};
-use super::{analysis, approval, conditions, finish, progress, timing};
+use super::{analysis, approval, conditions, finish, progress, retry, timing};
 use crate::api::{
     ConcurrencyExperimentSpec, ConcurrencyExperimentStatus, Decision, DecisionAction,
     OriginalState, Phase, RenderedServer, VariantStatus,
@@ -26,14 +26,17 @@ pub fn step(
     let mut cx = Ctx::new(spec, status, obs);
     run(&mut cx);
     approval::settle(&mut cx);
+    retry::settle(&mut cx);
     cx.finish()
 }
 
 fn run(cx: &mut Ctx) {
-    let phase = cx.status.phase;
     if cx.obs.deleting {
         return finish::delete(cx);
     }
+    // The only way out of a terminal phase: a retried experiment goes on as Pending.
+    retry::handle(cx);
+    let phase = cx.status.phase;
     if phase.is_terminal() {
         return;
     }

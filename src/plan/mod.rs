@@ -29,6 +29,8 @@
 //! `spec.approved` is a level that approves a manual promotion only; the approve annotation is
 //! one-shot — it lifts the next hold (an inconclusive hold, resetting the count, or the manual
 //! promotion) and the machine then asks for its removal (`Action::ClearApproval`).
+//! Retry (see `retry`): the retry annotation runs a `RolledBack` experiment again from stage 1
+//! with a fresh status; it is one-shot like approve (`Action::ClearRetry`).
 //! If a candidate pod fails after a stage's split was in force, the stage clock keeps running
 //! (the analyses judge the candidate); for `replicas` the baseline grows by the missing pods
 //! at once and shrinks back when they are ready again. A split that is never in force is
@@ -48,6 +50,7 @@ mod finish;
 mod machine;
 mod observations;
 mod progress;
+mod retry;
 mod timing;
 mod validate;
 

@@ -21,6 +21,12 @@ pub struct Observations {
     /// The `concurrency.dev/approve` annotation is `"true"`: a one-shot approval of the next
     /// hold (inconclusive hold or manual promotion), removed once acted on (see `approval`).
     pub resume_requested: bool,
+    /// The `concurrency.dev/retry` annotation is `"true"`: a one-shot request to run a
+    /// `RolledBack` experiment again from stage 1, removed once acted on (see `retry`).
+    pub retry_requested: bool,
+    /// Another live (not finished, not being deleted) experiment on the same target, of any
+    /// age. A retry waits for it: the retried experiment would otherwise stop it as its rival.
+    pub other_experiment: Option<String>,
     /// A problem with the spec the schema could not catch (e.g. the named container does not
     /// exist, another experiment already owns the target). Leads to `Invalid`.
     pub spec_error: Option<String>,
@@ -96,6 +102,8 @@ pub enum Action {
     RemoveCandidate,
     /// Remove the `concurrency.dev/approve` annotation from the experiment: it was acted on.
     ClearApproval,
+    /// Remove the `concurrency.dev/retry` annotation from the experiment: it was acted on.
+    ClearRetry,
     /// Record a Kubernetes Event on the experiment.
     Event {
         type_: EventType,

@@ -7,6 +7,7 @@ mod deadline;
 mod edit;
 mod finish;
 mod progress;
+mod retry;
 mod rollback;
 mod walk;
 
@@ -86,6 +87,10 @@ pub struct World {
     pub candidate_stale: bool,
     /// `metadata.generation` of the experiment.
     pub generation: i64,
+    /// The experiment carries `concurrency.dev/retry: "true"`; `ClearRetry` removes it.
+    pub retry_annotation: bool,
+    /// Another live experiment on the same target.
+    pub other_experiment: Option<String>,
 }
 
 impl World {
@@ -115,6 +120,8 @@ impl World {
             candidate_problem: None,
             candidate_stale: false,
             generation: 1,
+            retry_annotation: false,
+            other_experiment: None,
         }
     }
 
@@ -149,6 +156,7 @@ impl World {
                 }
                 Action::RemoveCandidate => self.candidate = None,
                 Action::ClearApproval => self.approve_annotation = false,
+                Action::ClearRetry => self.retry_annotation = false,
                 Action::Event { .. } => {}
             }
         }
@@ -188,6 +196,8 @@ impl World {
             abort_requested: false,
             promotion_approved: self.spec_approved,
             resume_requested: self.approve_annotation,
+            retry_requested: self.retry_annotation,
+            other_experiment: self.other_experiment.clone(),
             spec_error: None,
             target: self.target.clone(),
             candidate: self.candidate.clone(),
