@@ -11,6 +11,7 @@
 //! on the same observations, which a replay must not do), and any while another live
 //! experiment targets the same Deployment.
 
+use super::conditions;
 use super::machine::Ctx;
 use super::observations::{Action, EventType};
 use crate::api::{ConcurrencyExperimentStatus, Phase, ANNOTATION_RETRY};
@@ -60,12 +61,17 @@ fn retry(cx: &mut Ctx) {
         .map(|d| format!(" after a rollback ({})", d.reason))
         .unwrap_or_default();
     let old = std::mem::take(&mut cx.status);
-    // Kept: what belongs to the object rather than to the run (conditions keep their
-    // transition times; the approve annotation's memory lives on its own).
+    // Kept: what belongs to the object rather than to the run (the phase conditions keep
+    // their transition times; the approve annotation's memory lives on its own).
+    let conditions = old
+        .conditions
+        .into_iter()
+        .filter(|c| c.type_ != conditions::NO_DATA)
+        .collect();
     cx.status = ConcurrencyExperimentStatus {
         phase: Phase::Pending,
         observed_generation: old.observed_generation,
-        conditions: old.conditions,
+        conditions,
         approve_annotation_consumed: old.approve_annotation_consumed,
         retry_annotation_consumed: true,
         ..Default::default()

@@ -207,3 +207,33 @@ fn a_deleted_experiment_is_released_not_retried() {
     assert!(out.actions.is_empty(), "{:?}", out.actions);
     assert_eq!(out.status.phase, Phase::RolledBack);
 }
+
+#[test]
+fn a_retry_forgets_the_no_data_warning_of_the_last_run() {
+    let mut run = Run::new(spec(), 6);
+    run.tick(None);
+    while run.status.phase != Phase::RolledBack {
+        run.now += 30;
+        let mut obs = run.obs();
+        if analysis_due(&run.spec, &run.status, obs.now) {
+            let mut rec = record(Verdict::Inconclusive, run.now, 0, obs.effective_weight);
+            rec.checks[0].candidate = None;
+            rec.checks[0].baseline = None;
+            obs.analysis = Some(AnalysisOutcome {
+                record: rec,
+                recommendation: None,
+                no_data: true,
+            });
+        }
+        let analysis = obs.analysis.clone();
+        run.tick_with(None, move |o| o.analysis = analysis.clone());
+        assert!(run.now < 5000);
+    }
+    assert_eq!(condition(&run.status, conditions::NO_DATA).0, "True");
+    run.world.retry_annotation = true;
+    run.now += 5;
+    run.tick(None);
+    assert_eq!(run.status.phase, Phase::Progressing);
+    assert!(conditions::get(&run.status, conditions::NO_DATA).is_none());
+    assert_eq!(run.status.no_data_analyses, 0);
+}
