@@ -85,7 +85,7 @@ async fn gvl_sim_candidate_with_a_slow_dependency_fails_latency() {
     wait_for_data(&mut prom, &client, targets.len(), WINDOW_SECS).await;
 
     let ctx = gvlsim::storefront_context(NAMESPACE);
-    let o = analyse(&client, &spec(&prom.url), &ctx, &[]).await;
+    let o = analyse(&client, &spec(&prom.url), &ctx, &[], &Default::default()).await;
     let r = &o.record;
     assert_eq!(r.verdict, Verdict::Fail, "{r:#?}");
     assert_eq!(r.reason.as_deref(), Some("failed: latency"), "{r:#?}");

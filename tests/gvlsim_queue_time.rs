@@ -80,7 +80,7 @@ async fn too_few_threads_pass_latency_but_fail_queue_time() {
     wait_for_data(&mut prom, &client, targets.len(), WINDOW_SECS).await;
 
     let ctx = gvlsim::storefront_context(NAMESPACE);
-    let o = analyse(&client, &spec(&prom.url), &ctx, &[]).await;
+    let o = analyse(&client, &spec(&prom.url), &ctx, &[], &Default::default()).await;
     let r = &o.record;
     let by_name = |n: &str| r.checks.iter().find(|c| c.name == n).unwrap();
     let (latency, queue) = (by_name("latency"), by_name("queueTime"));

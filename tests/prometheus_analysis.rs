@@ -8,11 +8,12 @@
 #[path = "prometheus_analysis/harness.rs"]
 mod harness;
 
+use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 use concurrency_operator::analysis::{analyse, AnalysisContext, PrometheusClient};
 use concurrency_operator::api::{
-    AnalysisRecord, CheckResult, ConcurrencyExperimentSpec, Statistical, Verdict,
+    AnalysisRecord, BaselineReference, CheckResult, ConcurrencyExperimentSpec, Statistical, Verdict,
 };
 use concurrency_operator::plan::AnalysisOutcome;
 use harness::{free_port, serve, start_prometheus, wait_for_data, Pod};
@@ -150,6 +151,7 @@ async fn analysis_against_a_real_prometheus() {
         &spec(&prom.url, 50),
         &ctx("storefront-candidate"),
         &[],
+        &Default::default(),
     )
     .await;
     let r = &o.record;
@@ -200,9 +202,72 @@ async fn analysis_against_a_real_prometheus() {
     assert!(!rec.async_server_advised);
 
     // A healthy candidate passes every check.
-    let o = analyse(&client, &spec(&prom.url, 50), &ctx("storefront-good"), &[]).await;
+    let o = analyse(
+        &client,
+        &spec(&prom.url, 50),
+        &ctx("storefront-good"),
+        &[],
+        &Default::default(),
+    )
+    .await;
     assert_eq!(o.record.verdict, Verdict::Pass, "{:#?}", o.record);
     close(check(&o, "latency").candidate, 0.475, 1e-6, "good p99");
+
+    assert!(!o.no_data);
+
+    // At 100% the baseline serves nothing: the candidate is judged against the baseline
+    // reference the stage machine kept, whatever the (here, empty) history holds.
+    let full = AnalysisContext {
+        weight: 100,
+        ..ctx("storefront-good")
+    };
+    let reference = |latency: f64| {
+        let r = |value| BaselineReference {
+            value,
+            at: Time(Timestamp::now()),
+            stage_index: 1,
+            weight: 70,
+        };
+        BTreeMap::from([
+            ("latency".to_string(), r(latency)),
+            ("memory".to_string(), r(200.0 * MI)),
+        ])
+    };
+    let o = analyse(&client, &spec(&prom.url, 50), &full, &[], &reference(0.45)).await;
+    assert_eq!(o.record.verdict, Verdict::Pass, "{:#?}", o.record);
+    assert_eq!(check(&o, "latency").baseline, Some(0.45));
+    let o = analyse(&client, &spec(&prom.url, 50), &full, &[], &reference(0.4)).await;
+    assert_eq!(o.record.verdict, Verdict::Fail, "{:#?}", o.record);
+    assert_eq!(check(&o, "latency").baseline, Some(0.4));
+    let o = analyse(&client, &spec(&prom.url, 50), &full, &[], &BTreeMap::new()).await;
+    assert_eq!(o.record.verdict, Verdict::Inconclusive, "{:#?}", o.record);
+    assert!(!o.no_data, "the candidate has data");
+
+    // No series at all for the candidate at 100% (nor for either variant below): no data,
+    // which the stage machine warns about.
+    let absent = AnalysisContext {
+        weight: 100,
+        ..ctx("storefront-absent")
+    };
+    let o = analyse(
+        &client,
+        &spec(&prom.url, 50),
+        &absent,
+        &[],
+        &reference(0.45),
+    )
+    .await;
+    assert_eq!(o.record.verdict, Verdict::Inconclusive, "{:#?}", o.record);
+    assert!(o.no_data, "{:#?}", o.record);
+    let o = analyse(
+        &client,
+        &spec(&prom.url, 50),
+        &ctx("storefront-absent"),
+        &[],
+        &BTreeMap::new(),
+    )
+    .await;
+    assert!(!o.no_data, "the baseline has data below 100%");
 
     // With statistics on, past intervals where the candidate was clearly slower outweigh one
     // good interval: the Mann-Whitney test fails latency although 475ms passes every limit.
@@ -212,7 +277,14 @@ async fn analysis_against_a_real_prometheus() {
         min_samples: 5,
     });
     let history: Vec<AnalysisRecord> = (0..5).map(|_| past_latency(0.475, 0.7)).collect();
-    let o = analyse(&client, &stat_spec, &ctx("storefront-good"), &history).await;
+    let o = analyse(
+        &client,
+        &stat_spec,
+        &ctx("storefront-good"),
+        &history,
+        &Default::default(),
+    )
+    .await;
     assert_eq!(o.record.verdict, Verdict::Fail, "{:#?}", o.record);
     let reason = check(&o, "latency").reason.clone().unwrap();
     assert!(
@@ -221,11 +293,25 @@ async fn analysis_against_a_real_prometheus() {
     );
     // ...and a history of equal latency keeps it passing.
     let history: Vec<AnalysisRecord> = (0..5).map(|_| past_latency(0.475, 0.47)).collect();
-    let o = analyse(&client, &stat_spec, &ctx("storefront-good"), &history).await;
+    let o = analyse(
+        &client,
+        &stat_spec,
+        &ctx("storefront-good"),
+        &history,
+        &Default::default(),
+    )
+    .await;
     assert_eq!(o.record.verdict, Verdict::Pass, "{:#?}", o.record);
 
     // Too few requests: the idle candidate cannot be judged.
-    let o = analyse(&client, &spec(&prom.url, 50), &ctx("storefront-idle"), &[]).await;
+    let o = analyse(
+        &client,
+        &spec(&prom.url, 50),
+        &ctx("storefront-idle"),
+        &[],
+        &Default::default(),
+    )
+    .await;
     assert_eq!(o.record.verdict, Verdict::Inconclusive, "{:#?}", o.record);
     let reason = o.record.reason.clone().unwrap();
     assert!(
@@ -236,8 +322,19 @@ async fn analysis_against_a_real_prometheus() {
     // Prometheus unreachable: every check Inconclusive with the category, never Pass.
     let closed = format!("http://127.0.0.1:{}", free_port());
     let down = PrometheusClient::new(&closed, Duration::from_secs(2)).unwrap();
-    let o = analyse(&down, &spec(&closed, 50), &ctx("storefront-good"), &[]).await;
+    let o = analyse(
+        &down,
+        &spec(&closed, 50),
+        &ctx("storefront-good"),
+        &[],
+        &Default::default(),
+    )
+    .await;
     assert_eq!(o.record.verdict, Verdict::Inconclusive);
+    assert!(
+        !o.no_data,
+        "an unreachable Prometheus says nothing about the metrics"
+    );
     assert!(
         o.record
             .reason

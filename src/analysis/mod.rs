@@ -20,7 +20,10 @@ pub use queries::{
 pub use recommend::{
     amdahl_speedup, recommend, recommend_from_spec, recommendation_table, recommended_threads,
 };
-pub use run::{analyse, check_template, client_for, validate, AnalysisContext, AnalysisSpecError};
+pub use run::{
+    analyse, check_template, client_for, reference_baseline, validate, AnalysisContext,
+    AnalysisSpecError,
+};
 pub use stats::{compare, mann_whitney_greater, samples, MannWhitney};
 pub use template::{
     escape_label_value, escape_regex, pods_regex, pods_regex_any, render, TemplateError,

@@ -6,8 +6,10 @@ use futures::{stream, StreamExt};
 use jiff::Timestamp;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
+use std::collections::BTreeMap;
+
 use crate::api::{
-    parse_duration, parse_percent, Analysis, AnalysisRecord, Check, CheckResult,
+    parse_duration, parse_percent, Analysis, AnalysisRecord, BaselineReference, Check, CheckResult,
     ConcurrencyExperimentSpec, QuantityError, Verdict,
 };
 use crate::plan::AnalysisOutcome;
@@ -102,12 +104,14 @@ fn describe(variant: &str, e: &PrometheusError) -> String {
     format!("{variant} query failed ({}): {e}", e.category())
 }
 
-/// Runs one analysis for the current interval.
+/// Runs one analysis for the current interval. `history` is `status.analyses` (statistical
+/// samples) and `reference` is `status.baselineReference` (the baseline's values at 100%).
 pub async fn analyse(
     client: &PrometheusClient,
     spec: &ConcurrencyExperimentSpec,
     ctx: &AnalysisContext,
     history: &[AnalysisRecord],
+    reference: &BTreeMap<String, BaselineReference>,
 ) -> AnalysisOutcome {
     let analysis = &spec.analysis;
     let record = |verdict, checks, requests: (Option<f64>, Option<f64>), reason| AnalysisRecord {
@@ -131,6 +135,7 @@ pub async fn analyse(
                     e.to_string(),
                 ),
                 recommendation: None,
+                no_data: false,
             }
         }
     };
@@ -208,11 +213,12 @@ pub async fn analyse(
     };
     let enough = |r: Option<f64>| r.is_some_and(|v| v >= analysis.min_requests as f64);
     let current_counts = enough(gate(counts.0)) && enough(counts.1);
+    let no_data = !checks.is_empty() && checks.iter().all(|m| m.empty(baseline_gone));
     let checks: Vec<CheckResult> = checks
         .into_iter()
         .map(|mut m| {
             if baseline_gone {
-                m.result.baseline = last_baseline(history, &m.result.name);
+                m.result.baseline = reference_baseline(reference, history, &m.result.name);
             }
             judge_measured(m, analysis, history, current_counts)
         })
@@ -225,7 +231,22 @@ pub async fn analyse(
     AnalysisOutcome {
         record: record(verdict, checks, counts, reason),
         recommendation,
+        no_data,
     }
+}
+
+/// The baseline value a check at 100% is compared with: the stage machine's reference, else
+/// (a status written before the reference existed) the latest one still in the history.
+pub fn reference_baseline(
+    reference: &BTreeMap<String, BaselineReference>,
+    history: &[AnalysisRecord],
+    name: &str,
+) -> Option<f64> {
+    reference
+        .get(name)
+        .map(|r| r.value)
+        .filter(|v| v.is_finite())
+        .or_else(|| last_baseline(history, name))
 }
 
 /// The baseline's value of check `name` in the latest analysis that measured one (while the
@@ -245,6 +266,16 @@ pub fn last_baseline(history: &[AnalysisRecord], name: &str) -> Option<f64> {
 struct Measured {
     result: CheckResult,
     limits: Option<(Limits, Unit)>,
+}
+
+impl Measured {
+    /// Prometheus answered, with no sample for the candidate nor (when it still serves) the
+    /// baseline. A failed query is not "empty": it says nothing about the metrics.
+    fn empty(&self, baseline_gone: bool) -> bool {
+        self.limits.is_some()
+            && self.result.candidate.is_none()
+            && (baseline_gone || self.result.baseline.is_none())
+    }
 }
 
 async fn measure_check(

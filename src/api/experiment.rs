@@ -82,6 +82,12 @@ pub struct ConcurrencyExperimentSpec {
     /// Rolls back now (also: annotation `concurrency.dev/abort: "true"`).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub abort: bool,
+    /// How long a stage may take to get its split in force (candidate pods ready, target
+    /// scaled, route weights set); past it the experiment rolls back with reason
+    /// `ProgressDeadlineExceeded`. Not counted while `paused`.
+    #[serde(default = "default_progress_deadline")]
+    #[schemars(regex(pattern = DURATION_PATTERN))]
+    pub progress_deadline: String,
 }
 
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
@@ -118,6 +124,8 @@ pub enum Promotion {
 /// Annotations a person can set with `kubectl annotate`.
 pub const ANNOTATION_ABORT: &str = "concurrency.dev/abort";
 pub const ANNOTATION_APPROVE: &str = "concurrency.dev/approve";
+/// One-shot: restarts a `RolledBack` experiment in place from stage 1; removed once acted on.
+pub const ANNOTATION_RETRY: &str = "concurrency.dev/retry";
 
 pub fn default_stages() -> Vec<Stage> {
     [30, 70, 100]
@@ -130,5 +138,9 @@ pub fn default_stages() -> Vec<Stage> {
 }
 
 fn default_stage_duration() -> String {
+    "10m".into()
+}
+
+fn default_progress_deadline() -> String {
     "10m".into()
 }

@@ -1,5 +1,7 @@
 //! Status: everything a person needs to understand the experiment without reading logs.
 
+use std::collections::BTreeMap;
+
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -69,6 +71,10 @@ pub struct ConcurrencyExperimentStatus {
     /// `2/3` — for people and the printer column.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stage: Option<String>,
+    /// When the current stage was entered, or resumed from `spec.paused` before its split was
+    /// in force: `spec.progressDeadline` counts from here.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stage_entered_at: Option<Time>,
     /// When the current stage's weight was reached (its duration counts from here).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stage_started_at: Option<Time>,
@@ -95,6 +101,16 @@ pub struct ConcurrencyExperimentStatus {
     /// Inconclusive analyses so far in this experiment.
     #[serde(default)]
     pub inconclusive_analyses: i32,
+    /// Per check name, the baseline's last value measured while it still served traffic
+    /// (weight below 100 and at least `minRequests` baseline requests). At 100% the baseline
+    /// serves nothing, so the candidate is compared with this; unlike `analyses` it is never
+    /// truncated, so a last stage of any length can pass.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub baseline_reference: BTreeMap<String, BaselineReference>,
+    /// Consecutive analyses in which Prometheus had no sample for any check (see the `NoData`
+    /// condition).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub no_data_analyses: i32,
     /// Passed analyses in the current stage; reset when a stage is entered. A stage advances
     /// only after at least one (records are truncated, so this is not counted from them).
     #[serde(default)]
@@ -107,6 +123,10 @@ pub struct ConcurrencyExperimentStatus {
     /// seen gone it approves nothing more, so a crash before the removal cannot approve twice.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub approve_annotation_consumed: bool,
+    /// The same for the `concurrency.dev/retry` annotation: a retry (or its refusal) was
+    /// decided and the annotation is being removed; until it is seen gone it retries nothing.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub retry_annotation_consumed: bool,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub conditions: Vec<Condition>,
     /// The final (or in-progress) decision and why.
@@ -120,6 +140,22 @@ pub struct ConcurrencyExperimentStatus {
     /// What the target looked like before the experiment, so it can be restored exactly.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub original: Option<OriginalState>,
+}
+
+fn is_zero(n: &i32) -> bool {
+    *n == 0
+}
+
+/// The baseline's value of one check as last measured, and when and where.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct BaselineReference {
+    pub value: f64,
+    /// The analysis that measured it.
+    pub at: Time,
+    pub stage_index: i32,
+    /// Effective weight of that analysis, percent.
+    pub weight: i32,
 }
 
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema, Default)]

@@ -19,7 +19,7 @@ use serde_json::json;
 use super::context::Context;
 use super::error::{is_not_found, Error, Result};
 use super::observe::{http_route_resource, Fetched};
-use crate::api::{ConcurrencyExperiment, Router, ANNOTATION_APPROVE};
+use crate::api::{ConcurrencyExperiment, Router, ANNOTATION_APPROVE, ANNOTATION_RETRY};
 use crate::plan::{Action, EventType};
 use crate::{traffic, workload};
 
@@ -64,7 +64,8 @@ impl<'a> Actor<'a> {
                 Action::RestoreRoute => self.restore_route().await?,
                 Action::PromoteTarget => self.promote_target().await?,
                 Action::RemoveCandidate => self.remove_candidate().await?,
-                Action::ClearApproval => self.clear_approval().await?,
+                Action::ClearApproval => self.clear_annotation(ANNOTATION_APPROVE).await?,
+                Action::ClearRetry => self.clear_annotation(ANNOTATION_RETRY).await?,
                 Action::Event {
                     type_,
                     reason,
@@ -271,13 +272,13 @@ impl<'a> Actor<'a> {
         Ok(())
     }
 
-    /// The approve annotation was acted on: a merge patch setting it to null removes just that
-    /// key. It is recorded as an Update, so the operator takes no ownership of the experiment's
-    /// metadata (server-side apply would). A 404: the experiment is gone, and the annotation
-    /// with it.
-    async fn clear_approval(&self) -> Result<()> {
+    /// A one-shot annotation (approve, retry) was acted on: a merge patch setting it to null
+    /// removes just that key. It is recorded as an Update, so the operator takes no ownership
+    /// of the experiment's metadata (server-side apply would). A 404: the experiment is gone,
+    /// and the annotation with it.
+    async fn clear_annotation(&self, key: &str) -> Result<()> {
         let api: Api<ConcurrencyExperiment> = Api::namespaced(self.ctx.client.clone(), &self.ns);
-        let patch = json!({ "metadata": { "annotations": { ANNOTATION_APPROVE: null } } });
+        let patch = json!({ "metadata": { "annotations": { key: null } } });
         ignore_not_found(
             api.patch(
                 &self.exp.name_any(),

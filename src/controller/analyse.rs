@@ -50,7 +50,10 @@ pub async fn run(
     };
     let url = &exp.spec.analysis.prometheus.url;
     let outcome = match PrometheusClient::new(url, ctx.settings.prometheus_timeout) {
-        Ok(client) => analysis::analyse(&client, &exp.spec, &actx, &status.analyses).await,
+        Ok(client) => {
+            let (history, reference) = (&status.analyses, &status.baseline_reference);
+            analysis::analyse(&client, &exp.spec, &actx, history, reference).await
+        }
         Err(e) => AnalysisOutcome {
             record: AnalysisRecord {
                 at: Time(now),
@@ -63,6 +66,7 @@ pub async fn run(
                 reason: Some(format!("Prometheus {url}: {e}")),
             },
             recommendation: None,
+            no_data: false,
         },
     };
     Ok(Some(outcome))

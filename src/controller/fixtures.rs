@@ -205,8 +205,9 @@ pub const CANDIDATE: &str = "/apis/apps/v1/namespaces/shop/deployments/storefron
 pub const ROUTE: &str = "/apis/gateway.networking.k8s.io/v1/namespaces/shop/httproutes/storefront";
 pub const SERVICES: &str = "/api/v1/namespaces/shop/services";
 pub const REPLICA_SETS: &str = "/apis/apps/v1/namespaces/shop/replicasets";
+pub const PODS: &str = "/api/v1/namespaces/shop/pods";
 /// Collections the fake answers LIST calls for.
-const LISTED: [&str; 2] = ["services", "replicasets"];
+const LISTED: [&str; 3] = ["services", "replicasets", "pods"];
 pub const EVENTS: &str = "/apis/events.k8s.io/v1/namespaces/shop/events";
 
 impl FakeApi {

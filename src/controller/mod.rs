@@ -3,7 +3,8 @@
 //!
 //! API access it needs (the chart's RBAC): `concurrencyexperiments` get/list/watch/patch and
 //! `concurrencyexperiments/status` patch; `deployments` get/list/watch/create/patch/delete
-//! (a server-side apply that creates is also authorized as `create`); `replicasets` list,
+//! (a server-side apply that creates is also authorized as `create`); `pods` list (only a
+//! not-ready candidate's, to explain it); `replicasets` list,
 //! `services` list/create/patch/delete and `gateway.networking.k8s.io` `httproutes`
 //! get/patch (gatewayAPI router only); `events.k8s.io` `events` create/patch; `coordination.k8s.io` `leases`
 //! (leader election, see `crate::leader`).

@@ -4,14 +4,16 @@
 //! abort/approve, spec errors and the effective weight are plain unit tests.
 
 use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet};
-use k8s_openapi::api::core::v1::Service;
+use k8s_openapi::api::core::v1::{ContainerStatus, Pod, Service};
 use kube::api::{ApiResource, DynamicObject, GroupVersionKind, ListParams};
 use kube::{Api, Resource, ResourceExt};
 use serde_json::Value;
 use std::sync::Arc;
 
 use super::error::{is_not_found, Error, Result};
-use crate::api::{ConcurrencyExperiment, Router, ANNOTATION_ABORT, ANNOTATION_APPROVE};
+use crate::api::{
+    ConcurrencyExperiment, Router, ANNOTATION_ABORT, ANNOTATION_APPROVE, ANNOTATION_RETRY,
+};
 use crate::plan::{Observations, TargetState};
 use crate::traffic::{self, percent};
 use crate::workload;
@@ -38,9 +40,19 @@ pub struct Fetched {
     pub baseline_hash: Option<String>,
     /// gatewayAPI only: why the user's Service could not be determined.
     pub service_error: Option<String>,
-    /// Other experiments in the namespace (from the controller's cache).
+    /// Older live experiments on the same target (from the controller's cache).
     pub rivals: Vec<String>,
+    /// Live experiments on the same target of any age (a retry waits for them).
+    pub others: Vec<String>,
+    /// Why the candidate's pods are not ready, when it has fewer ready than wanted.
+    pub candidate_problem: Option<String>,
 }
+
+/// Pods listed to explain a candidate that is not ready; its pods are at most the target's
+/// original replicas, this only bounds a surprise.
+const POD_LIST_LIMIT: u32 = 100;
+/// Longest pod problem passed on (it ends up in a status message and an Event).
+const MAX_PROBLEM: usize = 300;
 
 fn optional<T>(r: std::result::Result<T, kube::Error>) -> Result<Option<T>> {
     match r {
@@ -65,6 +77,10 @@ pub async fn fetch(
             .get(&workload::candidate_name(target_name))
             .await,
     )?;
+    let candidate_problem = match &candidate {
+        Some(c) => not_ready_reason(client, c).await,
+        None => None,
+    };
     let (mut route, mut service, mut baseline_hash, mut service_error) = (None, None, None, None);
     if exp.spec.traffic.router == Router::GatewayApi {
         if let Some(name) = &exp.spec.traffic.http_route {
@@ -98,7 +114,129 @@ pub async fn fetch(
         baseline_hash,
         service_error,
         rivals: rivals(experiments, exp),
+        others: live_on_target(experiments, exp),
+        candidate_problem,
     })
+}
+
+/// Why the candidate is not ready, from its pods; only listed while it has fewer ready pods
+/// than `spec.replicas` (a ready candidate costs no call). Best effort: the answer only goes
+/// into messages, so a failed list is reported there rather than failing the reconcile.
+async fn not_ready_reason(client: &kube::Client, candidate: &Deployment) -> Option<String> {
+    let state = workload::rollout_state(candidate);
+    if state.ready_replicas >= state.replicas {
+        return None;
+    }
+    let ns = candidate.namespace()?;
+    let labels = candidate
+        .spec
+        .as_ref()
+        .and_then(|s| s.selector.match_labels.as_ref())
+        .filter(|l| !l.is_empty())?;
+    let selector = labels
+        .iter()
+        .map(|(k, v)| format!("{k}={v}"))
+        .collect::<Vec<_>>()
+        .join(",");
+    let pods: Api<Pod> = Api::namespaced(client.clone(), &ns);
+    let params = ListParams::default()
+        .labels(&selector)
+        .limit(POD_LIST_LIMIT);
+    match pods.list(&params).await {
+        Ok(list) => pod_problem(&list.items),
+        Err(e) => {
+            tracing::warn!(error = %e, candidate = %candidate.name_any(), "could not list pods");
+            Some(format!("its pods could not be listed: {e}"))
+        }
+    }
+}
+
+/// One line on the first not-ready pod (by name) that says why: not scheduled, or a container
+/// waiting (`CrashLoopBackOff`, `ImagePullBackOff`, …) or terminated, with its last exit.
+pub fn pod_problem(pods: &[Pod]) -> Option<String> {
+    let mut waiting: Vec<&Pod> = pods
+        .iter()
+        .filter(|p| p.metadata.deletion_timestamp.is_none() && !pod_ready(p))
+        .collect();
+    waiting.sort_by_key(|p| p.name_any());
+    let first = waiting.iter().find_map(|p| pod_reason(p))?;
+    let line = match waiting.len() {
+        1 => first,
+        n => format!("{n} candidate pods not ready, e.g. {first}"),
+    };
+    Some(truncate(&line, MAX_PROBLEM))
+}
+
+fn pod_ready(pod: &Pod) -> bool {
+    let conditions = pod.status.as_ref().and_then(|s| s.conditions.as_ref());
+    conditions
+        .into_iter()
+        .flatten()
+        .any(|c| c.type_ == "Ready" && c.status == "True")
+}
+
+fn pod_reason(pod: &Pod) -> Option<String> {
+    let name = pod.name_any();
+    let status = pod.status.as_ref()?;
+    let unscheduled = status
+        .conditions
+        .iter()
+        .flatten()
+        .find(|c| c.type_ == "PodScheduled" && c.status == "False");
+    if let Some(c) = unscheduled {
+        let reason = c.reason.as_deref().unwrap_or("not scheduled");
+        return Some(match c.message.as_deref() {
+            Some(m) if !m.is_empty() => format!("pod {name}: {reason}: {m}"),
+            _ => format!("pod {name}: {reason}"),
+        });
+    }
+    let containers = status.init_container_statuses.iter().flatten();
+    let containers = containers.chain(status.container_statuses.iter().flatten());
+    containers
+        .filter(|c| !c.ready)
+        .find_map(container_reason)
+        .map(|why| format!("pod {name}: {why}"))
+}
+
+fn container_reason(c: &ContainerStatus) -> Option<String> {
+    let state = c.state.as_ref();
+    let waiting = state.and_then(|s| s.waiting.as_ref());
+    let terminated = state.and_then(|s| s.terminated.as_ref());
+    let last = c.last_state.as_ref().and_then(|s| s.terminated.as_ref());
+    let exit = |t: &k8s_openapi::api::core::v1::ContainerStateTerminated| {
+        let reason = t.reason.as_deref().unwrap_or("terminated");
+        format!("{reason}, exit code {}", t.exit_code)
+    };
+    let now = match (waiting, terminated) {
+        (Some(w), _) => {
+            let reason = w.reason.as_deref().unwrap_or("waiting");
+            // CrashLoopBackOff's message only repeats the pod name; the last exit says more.
+            match w.message.as_deref() {
+                Some(m) if !m.is_empty() && reason != "CrashLoopBackOff" => {
+                    format!("waiting: {reason} ({m})")
+                }
+                _ => format!("waiting: {reason}"),
+            }
+        }
+        (None, Some(t)) => format!("terminated: {}", exit(t)),
+        // Running but not ready: the readiness probe fails.
+        (None, None) if state.and_then(|s| s.running.as_ref()).is_some() => {
+            "running but not ready (readiness probe)".to_string()
+        }
+        (None, None) => return None,
+    };
+    Some(match last {
+        Some(t) => format!("container {} {now} (last terminated: {})", c.name, exit(t)),
+        None => format!("container {} {now}", c.name),
+    })
+}
+
+fn truncate(s: &str, max: usize) -> String {
+    if s.chars().count() <= max {
+        return s.to_string();
+    }
+    let cut: String = s.chars().take(max.saturating_sub(1)).collect();
+    format!("{cut}…")
 }
 
 /// Names of the other live experiments in the same namespace that target the same Deployment
@@ -106,15 +244,32 @@ pub async fn fetch(
 pub fn rivals(all: &[Arc<ConcurrencyExperiment>], exp: &ConcurrencyExperiment) -> Vec<String> {
     let key = |e: &ConcurrencyExperiment| (e.meta().creation_timestamp.clone(), e.name_any());
     let mine = key(exp);
-    let mut names: Vec<String> = all
-        .iter()
+    sorted_names(live_others(all, exp).filter(|o| key(o) < mine))
+}
+
+/// Names of every other live experiment in the namespace on the same target, of any age.
+pub fn live_on_target(
+    all: &[Arc<ConcurrencyExperiment>],
+    exp: &ConcurrencyExperiment,
+) -> Vec<String> {
+    sorted_names(live_others(all, exp))
+}
+
+fn live_others<'a>(
+    all: &'a [Arc<ConcurrencyExperiment>],
+    exp: &'a ConcurrencyExperiment,
+) -> impl Iterator<Item = &'a Arc<ConcurrencyExperiment>> {
+    all.iter()
         .filter(|o| o.namespace() == exp.namespace() && o.name_any() != exp.name_any())
         .filter(|o| o.spec.target_ref.name == exp.spec.target_ref.name)
         .filter(|o| o.meta().deletion_timestamp.is_none())
         .filter(|o| !o.status.as_ref().is_some_and(|s| s.phase.is_terminal()))
-        .filter(|o| key(o) < mine)
-        .map(|o| o.name_any())
-        .collect();
+}
+
+fn sorted_names<'a>(
+    experiments: impl Iterator<Item = &'a Arc<ConcurrencyExperiment>>,
+) -> Vec<String> {
+    let mut names: Vec<String> = experiments.map(|o| o.name_any()).collect();
     names.sort();
     names
 }
@@ -230,9 +385,16 @@ pub fn observations(
         abort_requested: exp.spec.abort || flag(exp, ANNOTATION_ABORT),
         promotion_approved: exp.spec.approved,
         resume_requested: flag(exp, ANNOTATION_APPROVE),
+        retry_requested: flag(exp, ANNOTATION_RETRY),
+        other_experiment: fetched.others.first().cloned(),
         spec_error: spec_error(exp, fetched),
         target,
         candidate: fetched.candidate.as_ref().map(workload::rollout_state),
+        candidate_runs_spec_config: fetched
+            .candidate
+            .as_ref()
+            .is_some_and(|d| workload::runs_config(d, &exp.spec.candidate, container)),
+        candidate_problem: fetched.candidate_problem.clone(),
         effective_weight: effective_weight(exp, fetched),
         analysis: None,
     }
@@ -274,6 +436,95 @@ mod tests {
         exp.spec.approved = true;
         let obs = observations(&exp, &fetched(None), jiff::Timestamp::now());
         assert!(obs.promotion_approved && !obs.resume_requested);
+    }
+
+    fn pod(name: &str, status: serde_json::Value) -> Pod {
+        serde_json::from_value(json!({"metadata": {"name": name}, "status": status})).unwrap()
+    }
+
+    #[test]
+    fn pod_problems_name_the_first_pod_and_its_reason() {
+        let crashing = pod(
+            "storefront-candidate-7c9-bbbbb",
+            json!({
+                "conditions": [{"type": "Ready", "status": "False"}],
+                "containerStatuses": [{
+                    "name": "web", "ready": false, "restartCount": 4, "image": "i", "imageID": "",
+                    "state": {"waiting": {"reason": "CrashLoopBackOff", "message": "back-off 40s"}},
+                    "lastState": {"terminated": {"reason": "Error", "exitCode": 1}},
+                }],
+            }),
+        );
+        let ready = pod(
+            "storefront-candidate-7c9-aaaaa",
+            json!({"conditions": [{"type": "Ready", "status": "True"}]}),
+        );
+        assert_eq!(
+            pod_problem(&[ready.clone(), crashing.clone()]).as_deref(),
+            Some(
+                "pod storefront-candidate-7c9-bbbbb: container web waiting: CrashLoopBackOff \
+                 (last terminated: Error, exit code 1)"
+            )
+        );
+        let pulling = pod(
+            "storefront-candidate-7c9-ccccc",
+            json!({"containerStatuses": [{
+                "name": "web", "ready": false, "restartCount": 0, "image": "i", "imageID": "",
+                "state": {"waiting": {"reason": "ImagePullBackOff", "message": "Back-off pulling image \"x:1\""}},
+            }]}),
+        );
+        let unschedulable = pod(
+            "storefront-candidate-7c9-aaaab",
+            json!({"conditions": [{"type": "PodScheduled", "status": "False", "reason": "Unschedulable",
+                                   "message": "0/1 nodes are available: 1 Insufficient memory."}]}),
+        );
+        let p = pod_problem(&[crashing, pulling.clone(), unschedulable]).unwrap();
+        assert_eq!(
+            p,
+            "3 candidate pods not ready, e.g. pod storefront-candidate-7c9-aaaab: Unschedulable: \
+             0/1 nodes are available: 1 Insufficient memory."
+        );
+        let p = pod_problem(&[pulling]).unwrap();
+        assert!(
+            p.contains("waiting: ImagePullBackOff (Back-off pulling image \"x:1\")"),
+            "{p}"
+        );
+        assert_eq!(pod_problem(&[ready]), None);
+        // Terminating pods are on their way out; a pod with nothing to say is skipped.
+        let mut gone = pod(
+            "storefront-candidate-7c9-ddddd",
+            json!({"phase": "Pending"}),
+        );
+        assert_eq!(pod_problem(std::slice::from_ref(&gone)), None);
+        gone.metadata.deletion_timestamp = Some(
+            k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(jiff::Timestamp::now()),
+        );
+        assert_eq!(pod_problem(&[gone]), None);
+    }
+
+    #[test]
+    fn long_pod_problems_are_cut() {
+        let p = pod(
+            "storefront-candidate-7c9-bbbbb",
+            json!({"conditions": [{"type": "PodScheduled", "status": "False", "reason": "Unschedulable",
+                                   "message": "x".repeat(1000)}]}),
+        );
+        let line = pod_problem(&[p]).unwrap();
+        assert_eq!(line.chars().count(), MAX_PROBLEM);
+        assert!(line.ends_with('…'));
+    }
+
+    #[test]
+    fn the_candidate_is_seen_running_the_spec_config_until_the_spec_changes() {
+        let mut exp = experiment();
+        let t = target(6, 6);
+        let mut f = fetched(Some(t.clone()));
+        let now = jiff::Timestamp::now();
+        assert!(!observations(&exp, &f, now).candidate_runs_spec_config);
+        f.candidate = Some(workload::candidate_deployment(&t, &exp, 2).unwrap());
+        assert!(observations(&exp, &f, now).candidate_runs_spec_config);
+        exp.spec.candidate.threads = Some(3);
+        assert!(!observations(&exp, &f, now).candidate_runs_spec_config);
     }
 
     #[test]
@@ -323,6 +574,9 @@ mod tests {
         let all = [Arc::new(first.clone()), Arc::new(later.clone())];
         assert_eq!(rivals(&all, &later), ["storefront-puma-4"]);
         assert!(rivals(&all, &first).is_empty());
+        // A retry of the older one must wait for the later one.
+        assert_eq!(live_on_target(&all, &first), ["later"]);
+        assert_eq!(live_on_target(&all, &later), ["storefront-puma-4"]);
 
         let mut finished = first;
         finished.status = Some(crate::api::ConcurrencyExperimentStatus {

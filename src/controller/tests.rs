@@ -4,11 +4,12 @@ use std::sync::Arc;
 
 use k8s_openapi::api::apps::v1::Deployment;
 use kube::runtime::controller::Action as Requeue;
+use kube::ResourceExt;
 use serde_json::{json, Value};
 
 use super::fixtures::*;
 use super::reconcile::reconcile;
-use crate::api::{ConcurrencyExperiment, Phase, ANNOTATION_ABORT};
+use crate::api::{ConcurrencyExperiment, Phase, ANNOTATION_ABORT, ANNOTATION_RETRY};
 
 #[tokio::test]
 async fn first_reconcile_only_adds_the_finalizer() {
@@ -338,4 +339,131 @@ async fn an_experiment_already_gone_is_not_an_error() {
     assert_eq!(requeue, Requeue::await_change());
     assert_eq!(fake.lines().last().unwrap(), &format!("PATCH {EXP}/status"));
     assert!(fake.event_reasons().is_empty());
+}
+
+#[tokio::test]
+async fn a_candidate_that_never_gets_ready_is_explained_and_rolled_back_at_the_deadline() {
+    let fake = FakeApi::default()
+        .with(EXP, with_finalizer(experiment()))
+        .with(TARGET, target(6, 6))
+        .with(
+            &format!("{PODS}/storefront-candidate-7c9f-x1y2z"),
+            json!({
+                "apiVersion": "v1", "kind": "Pod",
+                "metadata": {"name": "storefront-candidate-7c9f-x1y2z", "namespace": NS},
+                "status": {"containerStatuses": [{
+                    "name": "web", "ready": false, "restartCount": 5, "image": "i", "imageID": "",
+                    "state": {"waiting": {"reason": "CrashLoopBackOff"}},
+                    "lastState": {"terminated": {"reason": "Error", "exitCode": 1}},
+                }]},
+            }),
+        );
+    reconcile_stored(&fake).await.unwrap();
+    // A ready candidate costs no pod list.
+    set_ready(&fake, CANDIDATE, 2);
+    fake.clear_calls();
+    reconcile_stored(&fake).await.unwrap();
+    assert!(
+        !fake.lines().contains(&format!("GET {PODS}")),
+        "{:?}",
+        fake.lines()
+    );
+    set_ready(&fake, CANDIDATE, 0);
+    fake.clear_calls();
+    reconcile_stored(&fake).await.unwrap();
+    // Not ready: its pods are listed by the candidate's own selector.
+    let list = fake
+        .calls()
+        .into_iter()
+        .find(|c| c.line() == format!("GET {PODS}"))
+        .expect("pods listed");
+    assert!(
+        list.query().iter().any(|q| q.starts_with("labelSelector=")
+            && q.contains("concurrency.dev%2Fvariant%3Dcandidate")),
+        "{:?}",
+        list.query()
+    );
+    assert!(list.query().contains(&"limit=100".to_string()));
+    assert_eq!(stored_phase(&fake), Phase::Progressing);
+
+    // The stage was entered longer ago than the default 10m deadline.
+    let mut exp: ConcurrencyExperiment = fake.get(EXP).unwrap();
+    let status = exp.status.as_mut().unwrap();
+    let entered = jiff::Timestamp::now() - jiff::SignedDuration::from_secs(11 * 60);
+    status.stage_entered_at = Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+        entered,
+    ));
+    fake.put(EXP, exp);
+    reconcile_stored(&fake).await.unwrap();
+    let exp: ConcurrencyExperiment = fake.get(EXP).unwrap();
+    let decision = exp.status.unwrap().decision.unwrap();
+    assert_eq!(decision.reason, "ProgressDeadlineExceeded");
+    assert!(
+        decision.message.contains(
+            "container web waiting: CrashLoopBackOff (last terminated: Error, exit code 1)"
+        ),
+        "{}",
+        decision.message
+    );
+    assert!(fake
+        .event_reasons()
+        .contains(&"ProgressDeadlineExceeded".to_string()));
+}
+
+#[tokio::test]
+async fn the_retry_annotation_restarts_a_rolled_back_experiment_and_is_removed() {
+    let mut exp = with_finalizer(experiment());
+    exp.metadata.annotations = Some(
+        [
+            (ANNOTATION_RETRY.to_string(), "true".to_string()),
+            ("team".to_string(), "shop".to_string()),
+        ]
+        .into(),
+    );
+    exp.status = Some(crate::api::ConcurrencyExperimentStatus {
+        phase: Phase::RolledBack,
+        original: Some(crate::api::OriginalState {
+            replicas: 4,
+            route_backend_refs: None,
+        }),
+        ..Default::default()
+    });
+    let fake = FakeApi::default().with(EXP, exp).with(TARGET, target(6, 6));
+    reconcile_stored(&fake).await.unwrap();
+    let exp: ConcurrencyExperiment = fake.get(EXP).unwrap();
+    let status = exp.status.clone().unwrap();
+    assert_eq!(status.phase, Phase::Progressing);
+    assert_eq!(status.original.unwrap().replicas, 6, "recorded anew");
+    assert_eq!(exp.annotations().get(ANNOTATION_RETRY), None);
+    assert_eq!(
+        exp.annotations().get("team").map(String::as_str),
+        Some("shop")
+    );
+    assert_eq!(fake.event_reasons(), ["Retried", "Started"]);
+    let writes: Vec<String> = fake
+        .lines()
+        .into_iter()
+        .filter(|l| !l.starts_with("GET"))
+        .collect();
+    assert_eq!(
+        writes,
+        [
+            format!("PATCH {EXP}/status"),
+            format!("PATCH {CANDIDATE}"),
+            format!("PATCH {EXP}")
+        ]
+    );
+    let removal = fake
+        .calls()
+        .into_iter()
+        .find(|c| c.line() == format!("PATCH {EXP}"))
+        .unwrap();
+    assert_eq!(
+        removal.content_type.as_deref(),
+        Some("application/merge-patch+json")
+    );
+    assert_eq!(
+        removal.body,
+        json!({"metadata": {"annotations": {ANNOTATION_RETRY: null}}})
+    );
 }

@@ -1,14 +1,19 @@
 //! Folding one analysis outcome into status: counters, history, and the limits that roll back
 //! or hold the experiment.
 
+use super::conditions;
 use super::machine::Ctx;
-use super::observations::EventType;
-use crate::api::{AnalysisRecord, InconclusiveAction, Verdict};
+use super::observations::{AnalysisOutcome, EventType};
+use crate::api::{
+    AnalysisRecord, BaselineReference, ConcurrencyExperimentStatus, InconclusiveAction, Verdict,
+};
 
 /// Analyses kept in status, newest last.
 pub const KEPT_ANALYSES: usize = 10;
 /// `hold_reason` while inconclusive analyses exceed the limit with `onInconclusive: pause`.
 pub const INCONCLUSIVE_LIMIT: &str = "InconclusiveLimit";
+/// Consecutive analyses without any data before the `NoData` warning.
+pub const NO_DATA_LIMIT: i32 = 3;
 
 /// Records `obs.analysis` (once: a replayed record, not newer than `last_analysis_at`, is
 /// ignored). Returns true when it started a rollback.
@@ -35,6 +40,9 @@ pub fn record(cx: &mut Ctx, stage_index: usize) -> bool {
     if let Some(r) = &outcome.recommendation {
         st.recommendation = Some(r.clone());
     }
+    remember_baseline(st, rec, spec.analysis.min_requests);
+    count_no_data(cx, outcome);
+    let st = &mut cx.status;
     let limits = &spec.analysis;
     let at = describe_stage(rec);
     match rec.verdict {
@@ -80,9 +88,14 @@ pub fn record(cx: &mut Ctx, stage_index: usize) -> bool {
             }
             match limits.on_inconclusive {
                 InconclusiveAction::Rollback => {
+                    let hint = if cx.status.no_data_analyses >= NO_DATA_LIMIT {
+                        " No check had data in the last analyses; see the NoData condition."
+                    } else {
+                        ""
+                    };
                     let msg = format!(
                         "Rolling back: {n} inconclusive analyses exceed inconclusiveLimit \
-                         {limit}; last: {why}."
+                         {limit}; last: {why}.{hint}"
                     );
                     cx.start_rollback(INCONCLUSIVE_LIMIT, msg);
                     true
@@ -95,6 +108,72 @@ pub fn record(cx: &mut Ctx, stage_index: usize) -> bool {
             }
         }
     }
+}
+
+/// Keeps each check's baseline value of an analysis the baseline served enough requests in,
+/// for the analyses at 100% (where the baseline serves nothing). Thin intervals are noise,
+/// as for the statistical samples.
+fn remember_baseline(st: &mut ConcurrencyExperimentStatus, rec: &AnalysisRecord, min: i64) {
+    let served = rec.baseline_requests.is_some_and(|r| r >= min as f64);
+    if rec.weight >= 100 || !served {
+        return;
+    }
+    for c in &rec.checks {
+        if let Some(value) = c.baseline.filter(|v| v.is_finite()) {
+            let r = BaselineReference {
+                value,
+                at: rec.at.clone(),
+                stage_index: rec.stage_index,
+                weight: rec.weight,
+            };
+            st.baseline_reference.insert(c.name.clone(), r);
+        }
+    }
+}
+
+/// Counts analyses in a row without any data; at `NO_DATA_LIMIT` warns once (Event and the
+/// `NoData` condition, which stays until data shows up), since more of the same will not help.
+fn count_no_data(cx: &mut Ctx, outcome: &AnalysisOutcome) {
+    let (generation, now) = (cx.obs.generation, cx.now());
+    let st = &mut cx.status;
+    if !outcome.no_data {
+        if st.no_data_analyses >= NO_DATA_LIMIT {
+            let msg = "Prometheus has data for the checks again.";
+            conditions::set(
+                &mut st.conditions,
+                conditions::NO_DATA,
+                false,
+                "DataSeen",
+                msg,
+                generation,
+                now,
+            );
+        }
+        st.no_data_analyses = 0;
+        return;
+    }
+    st.no_data_analyses += 1;
+    if st.no_data_analyses != NO_DATA_LIMIT {
+        return;
+    }
+    let msg = format!(
+        "No check had data in the last {NO_DATA_LIMIT} analyses: Prometheus returned no sample \
+         for either variant. Likely causes: spec.analysis.interval ({}) is shorter than two \
+         scrapes of the pods (rate() needs two samples in the window), the metric names \
+         (spec.analysis.metrics, custom queries) do not match what the app exports, or \
+         Prometheus does not scrape the pods.",
+        cx.spec.analysis.interval
+    );
+    conditions::set(
+        &mut st.conditions,
+        conditions::NO_DATA,
+        true,
+        "NoData",
+        &msg,
+        generation,
+        now,
+    );
+    cx.event(EventType::Warning, "NoData", msg);
 }
 
 fn describe_stage(rec: &AnalysisRecord) -> String {

@@ -10,6 +10,9 @@ pub const PROGRESSING: &str = "Progressing";
 pub const SUCCEEDED: &str = "Succeeded";
 pub const ROLLED_BACK: &str = "RolledBack";
 pub const INVALID: &str = "Invalid";
+/// Set (`True`) when several analyses in a row had no data at all; `False` once data is back.
+/// Not derived from the phase, so `sync` leaves it alone.
+pub const NO_DATA: &str = "NoData";
 
 /// Sets all four conditions from the phase. `reason` is the CamelCase why of the current state
 /// (e.g. `PausedByUser`, `TargetNotFound`, `CheckFailed`); the message is `status.message`.

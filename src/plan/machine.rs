@@ -8,7 +8,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
 use super::observations::{Action, EventType, Observations, Step};
 use super::validate::{validate, Timing};
-use super::{analysis, approval, conditions, finish, progress, timing};
+use super::{analysis, approval, conditions, finish, progress, retry, timing};
 use crate::api::{
     ConcurrencyExperimentSpec, ConcurrencyExperimentStatus, Decision, DecisionAction,
     OriginalState, Phase, RenderedServer, VariantStatus,
@@ -26,14 +26,17 @@ pub fn step(
     let mut cx = Ctx::new(spec, status, obs);
     run(&mut cx);
     approval::settle(&mut cx);
+    retry::settle(&mut cx);
     cx.finish()
 }
 
 fn run(cx: &mut Ctx) {
-    let phase = cx.status.phase;
     if cx.obs.deleting {
         return finish::delete(cx);
     }
+    // The only way out of a terminal phase: a retried experiment goes on as Pending.
+    retry::handle(cx);
+    let phase = cx.status.phase;
     if phase.is_terminal() {
         return;
     }
@@ -200,13 +203,8 @@ impl<'a> Ctx<'a> {
 
     /// Starts stage `index`: its clock starts once the split is in force.
     pub fn enter_stage(&mut self, index: usize) {
-        let n = self.spec.stages.len();
-        let weight = self.spec.stages.get(index).map_or(100, |s| s.weight);
-        self.status.stage_index = Some(index as i32);
-        self.status.stage = Some(format!("{}/{n}", index + 1));
-        self.status.planned_weight = weight;
-        self.status.stage_started_at = None;
-        self.status.stage_passed_analyses = 0;
+        self.set_stage(index);
+        let (n, weight) = (self.spec.stages.len(), self.status.planned_weight);
         let (reason, verb) = if index == 0 {
             ("Started", "Starting")
         } else {
@@ -218,6 +216,34 @@ impl<'a> Ctx<'a> {
             index + 1
         );
         self.event(EventType::Normal, reason, msg);
+    }
+
+    /// Stage `index` without an Event (a restart says why itself).
+    pub fn set_stage(&mut self, index: usize) {
+        let n = self.spec.stages.len();
+        let weight = self.spec.stages.get(index).map_or(100, |s| s.weight);
+        self.status.stage_index = Some(index as i32);
+        self.status.stage = Some(format!("{}/{n}", index + 1));
+        self.status.planned_weight = weight;
+        self.status.stage_entered_at = Some(Time(self.now()));
+        self.status.stage_started_at = None;
+        self.status.stage_passed_analyses = 0;
+    }
+
+    /// Forgets what was measured and decided about the candidate: counters, history, the
+    /// baseline reference, the last verdict and holds. The time of the last analysis stays,
+    /// so an analysis already seen is not counted again.
+    pub fn forget_measurements(&mut self) {
+        let st = &mut self.status;
+        st.analyses.clear();
+        st.baseline_reference.clear();
+        st.last_verdict = None;
+        st.failed_analyses = 0;
+        st.inconclusive_analyses = 0;
+        st.stage_passed_analyses = 0;
+        st.no_data_analyses = 0;
+        st.hold_reason = None;
+        st.conditions.retain(|c| c.type_ != conditions::NO_DATA);
     }
 
     /// Decides to roll back (once): the rollback handler then restores the baseline.

@@ -29,8 +29,19 @@
 //! `spec.approved` is a level that approves a manual promotion only; the approve annotation is
 //! one-shot — it lifts the next hold (an inconclusive hold, resetting the count, or the manual
 //! promotion) and the machine then asks for its removal (`Action::ClearApproval`).
+//! Retry (see `retry`): the retry annotation runs a `RolledBack` experiment again from stage 1
+//! with a fresh status; it is one-shot like approve (`Action::ClearRetry`).
 //! If a candidate pod fails after a stage's split was in force, the stage clock keeps running
-//! (the analyses judge the candidate); the split is re-applied as pods come back.
+//! (the analyses judge the candidate); for `replicas` the baseline grows by the missing pods
+//! at once and shrinks back when they are ready again. A split that is never in force is
+//! bounded by `spec.progressDeadline`, counted from `status.stageEnteredAt` (not while
+//! `spec.paused`): then the experiment rolls back (`ProgressDeadlineExceeded`, naming
+//! `Observations::candidate_problem`).
+//! A split is in force only when every candidate pod runs the spec's config
+//! (`candidate_runs_spec_config`, rolled out). Editing `spec.candidate` while Progressing or
+//! Paused restarts at stage 1 with a fresh history (Event `SpecChanged`): what was measured
+//! belongs to the old config. A candidate shrinks only once its traffic is back on the
+//! baseline.
 
 mod analysis;
 mod approval;
@@ -39,15 +50,16 @@ mod finish;
 mod machine;
 mod observations;
 mod progress;
+mod retry;
 mod timing;
 mod validate;
 
 #[cfg(test)]
 mod tests;
 
-pub use analysis::{failing_checks, INCONCLUSIVE_LIMIT, KEPT_ANALYSES};
+pub use analysis::{failing_checks, INCONCLUSIVE_LIMIT, KEPT_ANALYSES, NO_DATA_LIMIT};
 pub use machine::step;
 pub use observations::*;
-pub use progress::{AWAITING_APPROVAL, PAUSED_BY_USER};
+pub use progress::{AWAITING_APPROVAL, PAUSED_BY_USER, PROGRESS_DEADLINE_EXCEEDED};
 pub use timing::{analysis_due, next_analysis_at, POLL, TARGET_POLL};
 pub use validate::{validate, Timing};

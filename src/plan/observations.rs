@@ -21,6 +21,12 @@ pub struct Observations {
     /// The `concurrency.dev/approve` annotation is `"true"`: a one-shot approval of the next
     /// hold (inconclusive hold or manual promotion), removed once acted on (see `approval`).
     pub resume_requested: bool,
+    /// The `concurrency.dev/retry` annotation is `"true"`: a one-shot request to run a
+    /// `RolledBack` experiment again from stage 1, removed once acted on (see `retry`).
+    pub retry_requested: bool,
+    /// Another live (not finished, not being deleted) experiment on the same target, of any
+    /// age. A retry waits for it: the retried experiment would otherwise stop it as its rival.
+    pub other_experiment: Option<String>,
     /// A problem with the spec the schema could not catch (e.g. the named container does not
     /// exist, another experiment already owns the target). Leads to `Invalid`.
     pub spec_error: Option<String>,
@@ -28,6 +34,13 @@ pub struct Observations {
     pub target: Option<TargetState>,
     /// The candidate Deployment; `None` when it does not exist (yet, or any more).
     pub candidate: Option<DeploymentState>,
+    /// The candidate Deployment's template carries `spec.candidate` (false when it does not
+    /// exist): until it does, the candidate is re-applied and its split is not in force.
+    pub candidate_runs_spec_config: bool,
+    /// Why the candidate's pods are not ready (e.g. `pod storefront-candidate-…: container web
+    /// waiting: CrashLoopBackOff`), when it exists with fewer ready than wanted replicas and
+    /// its pods say. Only for messages: a missed progress deadline names it.
+    pub candidate_problem: Option<String>,
     /// The split currently applied by the router, percent of traffic to the candidate.
     /// For `replicas` this is derived from ready pods; for `gatewayAPI` it is the route weight.
     pub effective_weight: i32,
@@ -60,6 +73,9 @@ pub struct AnalysisOutcome {
     pub record: AnalysisRecord,
     /// Present when the I/O share could be measured in this analysis.
     pub recommendation: Option<Recommendation>,
+    /// Prometheus answered every check's queries, with no sample for the candidate nor (below
+    /// 100%) the baseline: the metrics are not there at all, which no waiting for traffic fixes.
+    pub no_data: bool,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -86,6 +102,8 @@ pub enum Action {
     RemoveCandidate,
     /// Remove the `concurrency.dev/approve` annotation from the experiment: it was acted on.
     ClearApproval,
+    /// Remove the `concurrency.dev/retry` annotation from the experiment: it was acted on.
+    ClearRetry,
     /// Record a Kubernetes Event on the experiment.
     Event {
         type_: EventType,

@@ -9,14 +9,20 @@ use super::machine::Ctx;
 use super::observations::{Action, EventType};
 use super::timing::{self, POLL};
 use super::validate::Timing;
-use crate::api::{ConcurrencyExperimentStatus, Phase, Promotion, Router, ANNOTATION_APPROVE};
+use crate::api::{
+    ConcurrencyExperimentStatus, Phase, Promotion, RenderedServer, Router, ANNOTATION_APPROVE,
+};
 use crate::traffic::replica_split;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
 pub const AWAITING_APPROVAL: &str = "AwaitingApproval";
+/// Decision reason when a stage's split was not in force within `spec.progressDeadline`.
+pub const PROGRESS_DEADLINE_EXCEEDED: &str = "ProgressDeadlineExceeded";
 pub const PAUSED_BY_USER: &str = "PausedByUser";
 
 pub fn run(cx: &mut Ctx, t: &Timing) {
+    let old_pause = pause_reason(&cx.status);
+    restart_if_candidate_changed(cx);
     let n = cx.spec.stages.len();
     let index = (cx.status.stage_index.unwrap_or(0).max(0) as usize).min(n - 1);
     if cx.status.stage_index != Some(index as i32) {
@@ -24,7 +30,6 @@ pub fn run(cx: &mut Ctx, t: &Timing) {
         cx.status.stage_index = Some(index as i32);
         cx.status.stage = Some(format!("{}/{n}", index + 1));
     }
-    let old_pause = pause_reason(&cx.status);
     if cx.record_analysis(index) {
         return finish::roll_back(cx);
     }
@@ -40,8 +45,17 @@ pub fn run(cx: &mut Ctx, t: &Timing) {
     if mid_pause != old_pause {
         pause_event(cx, mid_pause.clone());
     }
+    let resumed = old_pause.as_deref() == Some(PAUSED_BY_USER) && !cx.spec.paused;
+    let before_split = cx.actions.len();
     let mut in_force = apply_split(cx, index);
     start_clock(cx, in_force);
+    if deadline_missed(cx, t, in_force, resumed) {
+        // The split this stage asked for is abandoned: the rollback's actions replace it.
+        cx.actions.truncate(before_split);
+        let msg = deadline_message(cx, index);
+        cx.start_rollback(PROGRESS_DEADLINE_EXCEEDED, msg);
+        return finish::roll_back(cx);
+    }
     let holding = cx.spec.paused || cx.status.hold_reason.is_some();
     if !holding && stage_earned(cx, t, index) {
         if index + 1 < n {
@@ -77,6 +91,77 @@ pub fn run(cx: &mut Ctx, t: &Timing) {
     }
     cx.update_variants();
     describe(cx, t, in_force, new_pause);
+}
+
+/// `spec.candidate` was edited mid-flight (the rendered config in status is not the spec's):
+/// everything measured so far belongs to the old config, so the experiment starts again at
+/// stage 1 with a fresh history, and `apply_split` re-applies the candidate.
+fn restart_if_candidate_changed(cx: &mut Ctx) {
+    let new = RenderedServer::from(&cx.spec.candidate);
+    let Some(old) = cx.status.candidate.as_ref().map(|c| c.config.clone()) else {
+        return;
+    };
+    if old == new {
+        return;
+    }
+    // An analysis run for this reconcile measured the old config: seen, never counted.
+    if let Some(a) = &cx.obs.analysis {
+        cx.status.last_analysis_at = Some(a.record.at.clone());
+    }
+    let stage = cx.status.stage.clone().unwrap_or_default();
+    let (from, to) = (old.summary(), new.summary());
+    let what = if from == to {
+        format!("{to} (command or args changed)")
+    } else {
+        to
+    };
+    cx.forget_measurements();
+    cx.set_stage(0);
+    let first = cx.status.stage.clone().unwrap_or_default();
+    let msg = format!(
+        "spec.candidate changed from {from} to {what} at stage {stage}: restarting at stage \
+         {first} with a fresh history; the candidate is re-applied."
+    );
+    cx.event(EventType::Normal, "SpecChanged", msg);
+}
+
+/// True when the stage's split has not been in force within `spec.progressDeadline` of
+/// entering it. Not counted while `spec.paused` (the person looking may be fixing the cause):
+/// a resume before the split was in force starts the count again. A status written before the
+/// deadline existed starts it now.
+fn deadline_missed(cx: &mut Ctx, t: &Timing, in_force: bool, resumed: bool) -> bool {
+    if in_force || cx.status.stage_started_at.is_some() {
+        return false;
+    }
+    let now = cx.now();
+    let entered = match &cx.status.stage_entered_at {
+        Some(e) if !resumed => e.0,
+        _ => {
+            cx.status.stage_entered_at = Some(Time(now));
+            return false;
+        }
+    };
+    !cx.spec.paused && timing::add(entered, t.progress_deadline).is_some_and(|end| now >= end)
+}
+
+/// Why the deadline was missed, with what the pods say.
+fn deadline_message(cx: &Ctx, index: usize) -> String {
+    let stage = cx.status.stage.clone().unwrap_or_default();
+    let weight = cx.spec.stages.get(index).map_or(100, |s| s.weight);
+    let split = replica_split(cx.spec.traffic.router, cx.original(), weight);
+    let c = cx.obs.candidate.as_ref().map_or(0, |c| c.ready_replicas);
+    let t = cx.obs.target.as_ref().map(|t| &t.deployment);
+    let (b, b_replicas) = t.map_or((0, 0), |t| (t.ready_replicas, t.replicas));
+    let problem = match &cx.obs.candidate_problem {
+        Some(p) => format!("; {p}"),
+        None => String::new(),
+    };
+    format!(
+        "Stage {stage} did not get its split ({weight}%) in force within progressDeadline {}: \
+         {c} of {} candidate pods ready, {b} of {} baseline pods ready, {}% of traffic to the \
+         candidate{problem}.",
+        cx.spec.progress_deadline, split.candidate, b_replicas, cx.obs.effective_weight,
+    )
 }
 
 /// The stage's clock starts the first time its split is seen in force.
@@ -131,23 +216,46 @@ fn apply_split(cx: &mut Ctx, index: usize) -> bool {
     let router = cx.spec.traffic.router;
     let split = replica_split(router, cx.original(), weight);
     let candidate = cx.obs.candidate.as_ref();
-    if candidate.map(|c| c.replicas) != Some(split.candidate) || cx.spec_changed {
-        cx.actions.push(Action::EnsureCandidate {
-            replicas: split.candidate,
-        });
-    }
-    let candidate_ready = candidate.map_or(0, |c| c.ready_replicas) >= split.candidate;
     let current = target.deployment.replicas;
-    // Growing the baseline is always safe; shrinking it waits for the candidate.
-    if current < split.baseline || (current > split.baseline && candidate_ready) {
-        cx.actions.push(Action::ScaleTarget {
-            replicas: split.baseline,
+    let effective = cx.obs.effective_weight;
+    // A candidate shrinks (a restart at stage 1, weights lowered in the spec) only once its
+    // traffic is back on the baseline: the target ready at its share, or the route shifted.
+    let traffic_back = match router {
+        Router::Replicas => {
+            current >= split.baseline && target.deployment.ready_replicas >= split.baseline
+        }
+        Router::GatewayApi => effective == weight,
+    };
+    let wanted_candidate = match candidate {
+        Some(c) if c.replicas > split.candidate && !traffic_back => c.replicas,
+        _ => split.candidate,
+    };
+    let stale = candidate.is_some() && !cx.obs.candidate_runs_spec_config;
+    if candidate.map(|c| c.replicas) != Some(wanted_candidate) || cx.spec_changed || stale {
+        cx.actions.push(Action::EnsureCandidate {
+            replicas: wanted_candidate,
         });
     }
-    let effective = cx.obs.effective_weight;
+    let ready = candidate.map_or(0, |c| c.ready_replicas);
+    let candidate_ready = ready >= split.candidate;
+    // The baseline covers what the candidate does not serve (yet, or any more, when its pods
+    // fail after the split was in force), so the service never runs below its original size.
+    let wanted = match router {
+        Router::Replicas => split.baseline.max(cx.original() - ready),
+        Router::GatewayApi => split.baseline,
+    };
+    // Growing the baseline is always safe; shrinking it waits for the candidate.
+    if current < wanted || (current > wanted && candidate_ready) {
+        cx.actions.push(Action::ScaleTarget { replicas: wanted });
+    }
+    // In force means every candidate pod runs the spec's config at the stage's size, so
+    // the stage clock and the analyses never measure pods of an older template.
+    let candidate_done = candidate.is_some_and(|c| {
+        c.replicas == split.candidate && c.rolled_out && cx.obs.candidate_runs_spec_config
+    }) && candidate_ready;
     match router {
         Router::Replicas => {
-            candidate_ready
+            candidate_done
                 && current == split.baseline
                 && effective >= split.planned_effective_weight
         }
@@ -157,7 +265,7 @@ fn apply_split(cx: &mut Ctx, index: usize) -> bool {
                     candidate_weight: weight,
                 });
             }
-            candidate_ready && effective == weight
+            candidate_done && effective == weight
         }
     }
 }

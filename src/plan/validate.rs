@@ -12,6 +12,8 @@ pub struct Timing {
     pub stages: Vec<Duration>,
     /// `spec.analysis.interval`.
     pub interval: Duration,
+    /// `spec.progressDeadline`.
+    pub progress_deadline: Duration,
 }
 
 impl Timing {
@@ -49,6 +51,11 @@ pub fn validate(
     if interval.is_zero() {
         return Err("spec.analysis.interval: must be longer than 0s".into());
     }
+    let progress_deadline =
+        parse_duration("spec.progressDeadline", &spec.progress_deadline).map_err(err)?;
+    if progress_deadline.is_zero() {
+        return Err("spec.progressDeadline: must be longer than 0s".into());
+    }
     for (i, c) in spec.analysis.checks.iter().enumerate() {
         let field = |f: &str| format!("spec.analysis.checks[{i}].{f}");
         if let Some(min) = &c.min {
@@ -64,5 +71,9 @@ pub fn validate(
     let rec = &spec.analysis.recommendation;
     parse_percent("spec.analysis.recommendation.minGain", &rec.min_gain).map_err(err)?;
     parse_percent("spec.analysis.recommendation.asyncAbove", &rec.async_above).map_err(err)?;
-    Ok(Timing { stages, interval })
+    Ok(Timing {
+        stages,
+        interval,
+        progress_deadline,
+    })
 }

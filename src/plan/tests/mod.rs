@@ -2,8 +2,12 @@
 //! the actions, and a driver that steps the machine through time.
 
 mod approval;
+mod baseline;
+mod deadline;
+mod edit;
 mod finish;
 mod progress;
+mod retry;
 mod rollback;
 mod walk;
 
@@ -76,6 +80,17 @@ pub struct World {
     pub approve_annotation: bool,
     /// `spec.approved`.
     pub spec_approved: bool,
+    /// What the shell would say about not-ready candidate pods.
+    pub candidate_problem: Option<String>,
+    /// The candidate Deployment still has the template of an older `spec.candidate`;
+    /// `EnsureCandidate` renders the current one.
+    pub candidate_stale: bool,
+    /// `metadata.generation` of the experiment.
+    pub generation: i64,
+    /// The experiment carries `concurrency.dev/retry: "true"`; `ClearRetry` removes it.
+    pub retry_annotation: bool,
+    /// Another live experiment on the same target.
+    pub other_experiment: Option<String>,
 }
 
 impl World {
@@ -102,6 +117,11 @@ impl World {
             route_weight: 0,
             approve_annotation: false,
             spec_approved: false,
+            candidate_problem: None,
+            candidate_stale: false,
+            generation: 1,
+            retry_annotation: false,
+            other_experiment: None,
         }
     }
 
@@ -111,7 +131,10 @@ impl World {
                 Action::EnsureCandidate { replicas } => {
                     let c = self.candidate.get_or_insert_with(Default::default);
                     c.replicas = *replicas;
+                    // Scaling down takes pods out of service at once.
+                    c.ready_replicas = c.ready_replicas.min(*replicas);
                     c.rolled_out = false;
+                    self.candidate_stale = false;
                 }
                 Action::ScaleTarget { replicas } => {
                     if let Some(t) = &mut self.target {
@@ -133,6 +156,7 @@ impl World {
                 }
                 Action::RemoveCandidate => self.candidate = None,
                 Action::ClearApproval => self.approve_annotation = false,
+                Action::ClearRetry => self.retry_annotation = false,
                 Action::Event { .. } => {}
             }
         }
@@ -167,14 +191,18 @@ impl World {
     pub fn observe(&self, now: Timestamp) -> Observations {
         Observations {
             now,
-            generation: 1,
+            generation: self.generation,
             deleting: false,
             abort_requested: false,
             promotion_approved: self.spec_approved,
             resume_requested: self.approve_annotation,
+            retry_requested: self.retry_annotation,
+            other_experiment: self.other_experiment.clone(),
             spec_error: None,
             target: self.target.clone(),
             candidate: self.candidate.clone(),
+            candidate_runs_spec_config: self.candidate.is_some() && !self.candidate_stale,
+            candidate_problem: self.candidate_problem.clone(),
             effective_weight: self.effective_weight(),
             analysis: None,
         }
@@ -225,6 +253,7 @@ impl Run {
                 obs.analysis = Some(AnalysisOutcome {
                     record: record(v, self.now, stage, obs.effective_weight),
                     recommendation: None,
+                    no_data: false,
                 });
             }
         }
@@ -259,6 +288,14 @@ impl Run {
         );
         self.last = Some(out);
         self.last.as_ref().unwrap()
+    }
+
+    /// The user edits `spec.candidate`: a new generation, and the candidate Deployment keeps
+    /// its old template until the machine re-applies it.
+    pub fn edit_candidate(&mut self, edit: impl Fn(&mut crate::api::ServerConfig)) {
+        edit(&mut self.spec.candidate);
+        self.world.generation += 1;
+        self.world.candidate_stale = self.world.candidate.is_some();
     }
 
     pub fn tick(&mut self, verdict: Option<Verdict>) -> &Step {

@@ -272,6 +272,7 @@ fn analyses_are_recorded_once_and_truncated() {
                 speedups: vec![1.0, 1.35],
                 message: "4 threads".into(),
             }),
+            no_data: false,
         })
     };
     run.tick_with(None, with);

@@ -189,6 +189,7 @@ fn replaying_the_same_observations_changes_nothing() {
             obs.analysis = Some(AnalysisOutcome {
                 record: record(v, run.now, stage, obs.effective_weight),
                 recommendation: None,
+                no_data: false,
             });
         }
         let first = step(&run.spec, &run.status, &obs);

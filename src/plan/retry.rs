@@ -1,0 +1,97 @@
+//! Retry: the annotation `concurrency.dev/retry: "true"` runs a `RolledBack` experiment again,
+//! in place, from stage 1 with a fresh status (the target's replicas are recorded anew: the
+//! rollback restored them). It is one-shot like the approve annotation: once a retry (or its
+//! refusal) is decided the machine asks for its removal (`Action::ClearRetry`) and remembers
+//! in status that it was spent, so an annotation still there after a crash or a failed removal
+//! retries nothing more — not even after the next rollback.
+//!
+//! Refused, with a Warning Event saying why, and removed: a `Succeeded` experiment (the
+//! target already runs the candidate), an `Invalid` one (fix the spec and re-create it), one
+//! still running or rolling back (waiting for the rollback to end would retry in a later step
+//! on the same observations, which a replay must not do), and any while another live
+//! experiment targets the same Deployment.
+
+use super::conditions;
+use super::machine::Ctx;
+use super::observations::{Action, EventType};
+use crate::api::{ConcurrencyExperimentStatus, Phase, ANNOTATION_RETRY};
+
+/// The annotation asks for a retry and has not been acted on yet.
+fn requested(cx: &Ctx) -> bool {
+    cx.obs.retry_requested && !cx.status.retry_annotation_consumed
+}
+
+/// Before the phase handlers: a retried experiment continues as `Pending` in this step.
+pub fn handle(cx: &mut Ctx) {
+    if !requested(cx) || cx.obs.deleting {
+        return;
+    }
+    let target = cx.spec.target_ref.name.clone();
+    let why = match cx.status.phase {
+        Phase::RolledBack => match &cx.obs.other_experiment {
+            Some(other) => format!(
+                "experiment {other} runs on Deployment {target} now; retry once it has finished"
+            ),
+            None => return retry(cx),
+        },
+        Phase::Succeeded => format!(
+            "the experiment succeeded, Deployment {target} already runs {}; create a new \
+             experiment to try another config",
+            cx.spec.candidate.summary()
+        ),
+        Phase::Invalid => {
+            "an Invalid experiment cannot run; fix the spec, then delete and re-create it".into()
+        }
+        phase => format!(
+            "the experiment is {} — only a RolledBack experiment is retried (abort to roll it \
+             back, then annotate again once it is RolledBack)",
+            phase.as_str()
+        ),
+    };
+    cx.status.retry_annotation_consumed = true;
+    let msg = format!("Retry refused: {why}. Removing annotation {ANNOTATION_RETRY}.");
+    cx.event(EventType::Warning, "RetryRefused", msg);
+}
+
+fn retry(cx: &mut Ctx) {
+    let after = cx
+        .status
+        .decision
+        .as_ref()
+        .map(|d| format!(" after a rollback ({})", d.reason))
+        .unwrap_or_default();
+    let old = std::mem::take(&mut cx.status);
+    // Kept: what belongs to the object rather than to the run (the phase conditions keep
+    // their transition times; the approve annotation's memory lives on its own).
+    let conditions = old
+        .conditions
+        .into_iter()
+        .filter(|c| c.type_ != conditions::NO_DATA)
+        .collect();
+    cx.status = ConcurrencyExperimentStatus {
+        phase: Phase::Pending,
+        observed_generation: old.observed_generation,
+        conditions,
+        approve_annotation_consumed: old.approve_annotation_consumed,
+        retry_annotation_consumed: true,
+        ..Default::default()
+    };
+    let msg = format!(
+        "Retried on request (annotation {ANNOTATION_RETRY}){after}: starting again from stage \
+         1 with a fresh history."
+    );
+    cx.event(EventType::Normal, "Retried", msg);
+}
+
+/// After the phase handlers: keep asking for the removal until it shows, then forget. Last,
+/// so it never delays an action that moves traffic.
+pub fn settle(cx: &mut Ctx) {
+    if !cx.status.retry_annotation_consumed || cx.obs.deleting {
+        return;
+    }
+    if cx.obs.retry_requested {
+        cx.actions.push(Action::ClearRetry);
+    } else {
+        cx.status.retry_annotation_consumed = false;
+    }
+}
