@@ -10,6 +10,7 @@ use kube::{Api, Resource, ResourceExt};
 use serde_json::Value;
 use std::sync::Arc;
 
+use super::context::Caches;
 use super::error::{is_not_found, Error, Result};
 use crate::api::{ConcurrencyExperiment, Router, ANNOTATION_ABORT, ANNOTATION_APPROVE};
 use crate::plan::{Observations, TargetState};
@@ -50,21 +51,17 @@ fn optional<T>(r: std::result::Result<T, kube::Error>) -> Result<Option<T>> {
     }
 }
 
-/// Reads the target, the candidate and (gatewayAPI) the route and its Service.
+/// Reads the target and the candidate from the watch cache, and (gatewayAPI) the route and
+/// its Service from the API.
 pub async fn fetch(
     client: &kube::Client,
-    experiments: &[Arc<ConcurrencyExperiment>],
+    caches: &Caches,
     exp: &ConcurrencyExperiment,
 ) -> Result<Fetched> {
     let ns = exp.namespace().ok_or(Error::MissingNamespace)?;
-    let deployments: Api<Deployment> = Api::namespaced(client.clone(), &ns);
     let target_name = &exp.spec.target_ref.name;
-    let target = optional(deployments.get(target_name).await)?;
-    let candidate = optional(
-        deployments
-            .get(&workload::candidate_name(target_name))
-            .await,
-    )?;
+    let target = caches.deployment(&ns, target_name);
+    let candidate = caches.deployment(&ns, &workload::candidate_name(target_name));
     let (mut route, mut service, mut baseline_hash, mut service_error) = (None, None, None, None);
     if exp.spec.traffic.router == Router::GatewayApi {
         if let Some(name) = &exp.spec.traffic.http_route {
@@ -97,12 +94,13 @@ pub async fn fetch(
         service,
         baseline_hash,
         service_error,
-        rivals: rivals(experiments, exp),
+        rivals: rivals(&caches.targeting(&ns, target_name), exp),
     })
 }
 
 /// Names of the other live experiments in the same namespace that target the same Deployment
 /// and came first (older, or as old with a smaller name): this one must not run beside them.
+/// `all` may hold any experiments; the caller passes those the index has on this target.
 pub fn rivals(all: &[Arc<ConcurrencyExperiment>], exp: &ConcurrencyExperiment) -> Vec<String> {
     let key = |e: &ConcurrencyExperiment| (e.meta().creation_timestamp.clone(), e.name_any());
     let mine = key(exp);

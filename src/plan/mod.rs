@@ -49,5 +49,5 @@ pub use analysis::{failing_checks, INCONCLUSIVE_LIMIT, KEPT_ANALYSES};
 pub use machine::step;
 pub use observations::*;
 pub use progress::{AWAITING_APPROVAL, PAUSED_BY_USER};
-pub use timing::{analysis_due, next_analysis_at, POLL, TARGET_POLL};
+pub use timing::{analysis_due, next_analysis_at, AFTER_WRITE, POLL, TARGET_POLL};
 pub use validate::{validate, Timing};

@@ -6,10 +6,17 @@ use jiff::Timestamp;
 
 use crate::api::{parse_duration, ConcurrencyExperimentSpec, ConcurrencyExperimentStatus, Phase};
 
-/// How soon to look again while pods start, scale or terminate.
-pub const POLL: Duration = Duration::from_secs(5);
-/// How soon to look again while the target does not exist.
-pub const TARGET_POLL: Duration = Duration::from_secs(15);
+/// How soon to look again while pods start, scale or terminate. Deployment changes wake the
+/// experiment (the controller watches targets and candidates), and the shell looks again
+/// soon after any write of its own (`AFTER_WRITE`), so this is only a safety net for a
+/// missed event: short enough to bound the damage, long enough that a thousand waiting
+/// experiments cost next to nothing.
+pub const POLL: Duration = Duration::from_secs(30);
+/// How soon to look again while the target does not exist (its creation wakes the experiment).
+pub const TARGET_POLL: Duration = Duration::from_secs(60);
+/// After the shell wrote something whose effect is not watched (an HTTPRoute's weights), look
+/// again this soon.
+pub const AFTER_WRITE: Duration = Duration::from_secs(2);
 /// Never requeue sooner than this (a due analysis runs on the next reconcile).
 const MIN_REQUEUE: Duration = Duration::from_secs(1);
 
