@@ -3,10 +3,12 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use k8s_openapi::api::apps::v1::Deployment;
 use kube::runtime::events::{Recorder, Reporter};
-use kube::runtime::reflector::Store;
+use kube::runtime::reflector::{ObjectRef, Store};
 use kube::Client;
 
+use super::index::ExperimentIndex;
 use crate::api::ConcurrencyExperiment;
 
 use crate::telemetry::Metrics;
@@ -41,24 +43,54 @@ impl Default for Settings {
     }
 }
 
+/// The watch caches reconciles read from, one entry per watched scope (a namespace, or all).
+#[derive(Clone, Default)]
+pub struct Caches {
+    pub experiments: Vec<Store<ConcurrencyExperiment>>,
+    pub deployments: Vec<Store<Deployment>>,
+    pub indexes: Vec<Arc<ExperimentIndex>>,
+}
+
+impl Caches {
+    /// A Deployment from the cache, `None` when it does not exist (as far as the watch knows).
+    pub fn deployment(&self, namespace: &str, name: &str) -> Option<Deployment> {
+        let key = ObjectRef::new(name).within(namespace);
+        self.deployments
+            .iter()
+            .find_map(|s| s.get(&key))
+            .map(|d| d.as_ref().clone())
+    }
+
+    /// The experiments in `namespace` whose target is `deployment` (from the index).
+    pub fn targeting(&self, namespace: &str, deployment: &str) -> Vec<Arc<ConcurrencyExperiment>> {
+        self.indexes
+            .iter()
+            .flat_map(|i| i.targeting(namespace, deployment))
+            .filter_map(|name| {
+                let key = ObjectRef::new(&name).within(namespace);
+                self.experiments.iter().find_map(|s| s.get(&key))
+            })
+            .collect()
+    }
+
+    /// How many experiments the watches hold.
+    pub fn experiment_count(&self) -> usize {
+        self.indexes.iter().map(|i| i.len()).sum()
+    }
+}
+
 pub struct Context {
     pub client: Client,
     pub recorder: Recorder,
     pub metrics: Metrics,
     pub settings: Settings,
-    /// The controllers' caches of experiments (one per watched namespace, or one for all).
-    pub stores: Vec<Store<ConcurrencyExperiment>>,
+    pub caches: Caches,
     /// Consecutive failures per experiment (`namespace/name`), for the error backoff.
     pub failures: std::sync::Mutex<std::collections::HashMap<String, u32>>,
 }
 
 impl Context {
-    pub fn new(
-        client: Client,
-        metrics: Metrics,
-        settings: Settings,
-        stores: Vec<Store<ConcurrencyExperiment>>,
-    ) -> Self {
+    pub fn new(client: Client, metrics: Metrics, settings: Settings, caches: Caches) -> Self {
         let reporter = Reporter {
             controller: settings.field_manager.clone(),
             instance: std::env::var("POD_NAME").ok(),
@@ -68,14 +100,9 @@ impl Context {
             client,
             metrics,
             settings,
-            stores,
+            caches,
             failures: Default::default(),
         }
-    }
-
-    /// Every experiment the controllers know of.
-    pub fn experiments(&self) -> Vec<Arc<ConcurrencyExperiment>> {
-        self.stores.iter().flat_map(|s| s.state()).collect()
     }
 
     /// Records one more failure for `key` and returns the delay before the next attempt.

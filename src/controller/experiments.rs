@@ -5,6 +5,8 @@
 //! reconciliation of all the others. Experiments are therefore watched as dynamic objects and
 //! parsed one by one; one that does not parse is logged and skipped.
 
+use std::sync::Arc;
+
 use futures::{future, Stream, StreamExt};
 use kube::api::{ApiResource, DynamicObject};
 use kube::runtime::reflector::{self, Store};
@@ -12,14 +14,22 @@ use kube::runtime::watcher::{self, Event};
 use kube::runtime::WatchStreamExt;
 use kube::{Api, Client, ResourceExt};
 
+use super::index::ExperimentIndex;
 use crate::api::ConcurrencyExperiment;
+use crate::telemetry::Metrics;
 
 type Watched<K> = Result<Event<K>, watcher::Error>;
 
 /// The store of experiments and the stream of changed ones, for `Controller::for_stream`.
+/// Each event also updates `index` (targets, phases; `all` holds every scope's index, for the
+/// phase gauge) and drops the metric series of
+/// experiments that are gone, so no reconcile has to scan all experiments for either.
 pub fn watch(
     client: &Client,
     namespace: Option<&str>,
+    index: Arc<ExperimentIndex>,
+    all: Arc<Vec<Arc<ExperimentIndex>>>,
+    metrics: Metrics,
 ) -> (
     Store<ConcurrencyExperiment>,
     impl Stream<Item = Result<ConcurrencyExperiment, watcher::Error>> + Send + 'static,
@@ -32,7 +42,23 @@ pub fn watch(
     let (reader, writer) = reflector::store();
     let events = watcher(api)
         .default_backoff()
-        .filter_map(|event| future::ready(typed(event)));
+        .filter_map(|event| future::ready(typed(event)))
+        .inspect(move |event| {
+            if let Ok(event) = event {
+                let applied = index.apply(event);
+                for (ns, name) in &applied.removed {
+                    metrics.remove_experiment(ns, name);
+                }
+                if applied.phases_changed {
+                    let counts: Vec<_> = all.iter().flat_map(|i| i.phase_counts()).collect();
+                    metrics.set_experiment_phases(
+                        counts
+                            .iter()
+                            .flat_map(|(phase, n)| std::iter::repeat_n(*phase, *n)),
+                    );
+                }
+            }
+        });
     let changed = reflector::reflector(writer, events).applied_objects();
     (reader, changed)
 }

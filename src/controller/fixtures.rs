@@ -14,7 +14,8 @@ use kube::Client;
 use serde_json::{json, Value};
 use tokio::task::JoinHandle;
 
-use super::context::{Context, Settings, FINALIZER};
+use super::context::{Caches, Context, Settings, FINALIZER};
+use super::index::ExperimentIndex;
 use super::reconcile::reconcile;
 use crate::api::{ConcurrencyExperiment, Phase};
 use crate::telemetry::Metrics;
@@ -255,7 +256,8 @@ impl FakeApi {
             .collect()
     }
 
-    /// A Context whose client talks to this fake; `experiments` fill the controller cache.
+    /// A Context whose client talks to this fake; `experiments` fill the controller cache, and
+    /// the Deployment cache holds the fake's Deployments as they are now (as the watch would).
     pub fn context(&self, experiments: &[ConcurrencyExperiment]) -> (Arc<Context>, JoinHandle<()>) {
         let (service, mut handle) = tower_test::mock::pair::<Request<Body>, Response<Body>>();
         let fake = self.clone();
@@ -266,18 +268,32 @@ impl FakeApi {
             }
         });
         let (store, mut writer) = reflector::store::<ConcurrencyExperiment>();
-        writer.apply_watcher_event(&watcher::Event::Init);
-        for e in experiments {
-            writer.apply_watcher_event(&watcher::Event::InitApply(e.clone()));
+        let index = Arc::new(ExperimentIndex::default());
+        for event in [watcher::Event::Init]
+            .into_iter()
+            .chain(experiments.iter().cloned().map(watcher::Event::InitApply))
+            .chain([watcher::Event::InitDone])
+        {
+            writer.apply_watcher_event(&event);
+            index.apply(&event);
         }
-        writer.apply_watcher_event(&watcher::Event::InitDone);
+        // The Deployment cache as the watch would hold it now: every stored Deployment.
+        let (deployments, mut dwriter) = reflector::store::<Deployment>();
+        dwriter.apply_watcher_event(&watcher::Event::Init);
+        for (path, obj) in self.objects.lock().unwrap().iter() {
+            if path.contains("/deployments/") {
+                let d: Deployment = serde_json::from_value(obj.clone()).unwrap();
+                dwriter.apply_watcher_event(&watcher::Event::InitApply(d));
+            }
+        }
+        dwriter.apply_watcher_event(&watcher::Event::InitDone);
         let client = Client::new(service, NS);
-        let ctx = Context::new(
-            client,
-            self.metrics.clone(),
-            Settings::default(),
-            vec![store],
-        );
+        let caches = Caches {
+            experiments: vec![store],
+            deployments: vec![deployments],
+            indexes: vec![index],
+        };
+        let ctx = Context::new(client, self.metrics.clone(), Settings::default(), caches);
         (Arc::new(ctx), server)
     }
 

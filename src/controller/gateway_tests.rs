@@ -18,8 +18,6 @@ async fn gateway_router_saves_the_route_shifts_weights_and_restores_it() {
     assert_eq!(
         fake.lines(),
         [
-            format!("GET {TARGET}"),
-            format!("GET {CANDIDATE}"),
             format!("GET {ROUTE}"),
             format!("GET {SERVICES}"),
             format!("GET {REPLICA_SETS}"),

@@ -14,6 +14,7 @@ mod analyse;
 mod context;
 mod error;
 mod experiments;
+mod index;
 mod observe;
 mod reconcile;
 mod status;
@@ -29,6 +30,8 @@ mod promote_tests;
 #[cfg(test)]
 mod run_tests;
 #[cfg(test)]
+mod scale_tests;
+#[cfg(test)]
 mod tests;
 
 use std::sync::Arc;
@@ -38,17 +41,17 @@ use futures::{future, Future, StreamExt};
 use k8s_openapi::api::apps::v1::Deployment;
 use kube::runtime::controller::Error as ControllerError;
 use kube::runtime::reflector::{ObjectRef, Store};
-use kube::runtime::{watcher, Controller};
+use kube::runtime::{reflector, watcher, Controller, WatchStreamExt};
 use kube::{Api, Client, ResourceExt};
 use tokio::sync::watch;
 
-pub use context::{Context, Settings, FIELD_MANAGER, FINALIZER};
+pub use context::{Caches, Context, Settings, FIELD_MANAGER, FINALIZER};
 pub use error::Error;
+pub use index::ExperimentIndex;
 pub use reconcile::{error_policy, reconcile};
 
 use crate::api::ConcurrencyExperiment;
 use crate::telemetry::{CancellationToken, Metrics, Readiness};
-use crate::workload::LABEL_EXPERIMENT;
 
 /// How `run` is set up; built from the command line in `main`.
 pub struct RunConfig {
@@ -109,23 +112,45 @@ async fn run_controllers(client: &Client, config: &RunConfig, lost: impl Future<
     } else {
         config.namespaces.iter().cloned().map(Some).collect()
     };
-    let controllers: Vec<Controller<ConcurrencyExperiment>> = scopes
+    let indexes: Arc<Vec<Arc<ExperimentIndex>>> =
+        Arc::new(scopes.iter().map(|_| Arc::default()).collect());
+    let (controllers, deployments): (Vec<_>, Vec<_>) = scopes
         .iter()
-        .map(|ns| controller(client, ns.as_deref(), stop.clone()))
-        .collect();
+        .zip(indexes.iter())
+        .map(|(ns, index)| {
+            let watch = Watch {
+                index: index.clone(),
+                all: indexes.clone(),
+                metrics: config.metrics.clone(),
+            };
+            controller(client, ns.as_deref(), stop.clone(), watch)
+        })
+        .unzip();
     let stores: Vec<Store<ConcurrencyExperiment>> =
         controllers.iter().map(Controller::store).collect();
+    let caches = Caches {
+        experiments: stores.clone(),
+        deployments: deployments.clone(),
+        indexes: indexes.to_vec(),
+    };
     let ctx = Arc::new(Context::new(
         client.clone(),
         config.metrics.clone(),
         config.settings.clone(),
-        stores.clone(),
+        caches,
     ));
 
     let readiness = config.readiness.clone();
     let ready_stop = stop.clone();
     let ready = tokio::spawn(async move {
         for store in &stores {
+            tokio::select! {
+                _ = ready_stop.cancelled() => return,
+                synced = synced(store) => if !synced { return },
+            }
+        }
+        // Reconciles read targets and candidates from these: not ready before they are full.
+        for store in &deployments {
             tokio::select! {
                 _ = ready_stop.cancelled() => return,
                 synced = synced(store) => if !synced { return },
@@ -170,7 +195,11 @@ async fn run_controllers(client: &Client, config: &RunConfig, lost: impl Future<
 /// kube's `Store::wait_until_ready` waits on a oneshot channel that keeps only the last
 /// waiter's waker, and the controller's runner waits on the same store: a second waiter may
 /// never be woken. Re-polling on a short timer sidesteps that (the ready state is remembered).
-async fn synced(store: &Store<ConcurrencyExperiment>) -> bool {
+async fn synced<K>(store: &Store<K>) -> bool
+where
+    K: kube::Resource + Clone + 'static,
+    K::DynamicType: Eq + std::hash::Hash + Clone,
+{
     loop {
         match tokio::time::timeout(Duration::from_millis(500), store.wait_until_ready()).await {
             Ok(result) => return result.is_ok(),
@@ -179,39 +208,70 @@ async fn synced(store: &Store<ConcurrencyExperiment>) -> bool {
     }
 }
 
+/// What one scope's experiment watch keeps up to date besides its store.
+struct Watch {
+    index: Arc<ExperimentIndex>,
+    all: Arc<Vec<Arc<ExperimentIndex>>>,
+    metrics: Metrics,
+}
+
+/// One scope's controller, and its cache of Deployments (targets and candidates alike).
+///
+/// One Deployment watch serves both roles: a candidate wakes the experiment that owns it, a
+/// target the experiments that name it (from the index, not a scan). Reconciles read both
+/// from the cache, so an experiment costs no API call unless something is to be written.
 fn controller(
     client: &Client,
     namespace: Option<&str>,
     stop: CancellationToken,
-) -> Controller<ConcurrencyExperiment> {
-    let deployments: Api<Deployment> = match namespace {
+    watch: Watch,
+) -> (Controller<ConcurrencyExperiment>, Store<Deployment>) {
+    let api: Api<Deployment> = match namespace {
         Some(ns) => Api::namespaced(client.clone(), ns),
         None => Api::all(client.clone()),
     };
-    let (store, changed) = experiments::watch(client, namespace);
-    let controller = Controller::for_stream(changed, store.clone());
-    controller
-        // Candidates carry the experiment label; only they are watched as owned objects.
-        .owns(
-            deployments.clone(),
-            watcher::Config::default().labels(LABEL_EXPERIMENT),
-        )
-        // Any change to a target (scaled by the user, pods becoming ready) is a reason to look.
-        .watches(deployments, watcher::Config::default(), move |d| {
-            targeting(&store.state(), &d)
-        })
-        .graceful_shutdown_on(async move { stop.cancelled().await })
+    let Watch {
+        index,
+        all,
+        metrics,
+    } = watch;
+    let (store, changed) = experiments::watch(client, namespace, index.clone(), all, metrics);
+    let (deployments, writer) = reflector::store();
+    let touched = reflector::reflector(
+        writer,
+        watcher(api, watcher::Config::default())
+            .default_backoff()
+            .modify(slim),
+    )
+    .touched_objects();
+    let controller = Controller::for_stream(changed, store)
+        .watches_stream(touched, move |d| waking(&index, &d))
+        .graceful_shutdown_on(async move { stop.cancelled().await });
+    (controller, deployments)
 }
 
-/// The experiments whose target is this Deployment.
-fn targeting(
-    experiments: &[Arc<ConcurrencyExperiment>],
-    d: &Deployment,
-) -> Vec<ObjectRef<ConcurrencyExperiment>> {
-    experiments
+/// Fields no reconcile reads, dropped before caching: `managedFields` alone is often larger
+/// than the rest of a Deployment, and the cache holds every Deployment in the scope.
+fn slim(d: &mut Deployment) {
+    d.metadata.managed_fields = None;
+    if let Some(a) = d.metadata.annotations.as_mut() {
+        a.remove("kubectl.kubernetes.io/last-applied-configuration");
+    }
+}
+
+/// The experiments a Deployment event concerns: the one that owns it (a candidate) and the
+/// ones that name it as their target.
+fn waking(index: &ExperimentIndex, d: &Deployment) -> Vec<ObjectRef<ConcurrencyExperiment>> {
+    let ns = d.namespace().unwrap_or_default();
+    let owner = d
+        .owner_references()
         .iter()
-        .filter(|e| e.namespace() == d.namespace() && e.spec.target_ref.name == d.name_any())
-        .map(|e| ObjectRef::from_obj(e.as_ref()))
+        .filter(|o| o.controller == Some(true) && o.kind == "ConcurrencyExperiment")
+        .filter(|o| o.api_version.starts_with("concurrency.dev/"))
+        .map(|o| o.name.clone());
+    owner
+        .chain(index.targeting(&ns, &d.name_any()))
+        .map(|name| ObjectRef::new(&name).within(&ns))
         .collect()
 }
 

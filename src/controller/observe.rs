@@ -10,11 +10,12 @@ use kube::{Api, Resource, ResourceExt};
 use serde_json::Value;
 use std::sync::Arc;
 
+use super::context::Caches;
 use super::error::{is_not_found, Error, Result};
 use crate::api::{
     ConcurrencyExperiment, Router, ANNOTATION_ABORT, ANNOTATION_APPROVE, ANNOTATION_RETRY,
 };
-use crate::plan::{Observations, TargetState};
+use crate::plan::{self, Observations, TargetState};
 use crate::traffic::{self, percent};
 use crate::workload;
 
@@ -62,24 +63,26 @@ fn optional<T>(r: std::result::Result<T, kube::Error>) -> Result<Option<T>> {
     }
 }
 
-/// Reads the target, the candidate and (gatewayAPI) the route and its Service.
+/// Reads the target and the candidate from the watch cache, and (gatewayAPI) the route and
+/// its Service from the API.
 pub async fn fetch(
     client: &kube::Client,
-    experiments: &[Arc<ConcurrencyExperiment>],
+    caches: &Caches,
     exp: &ConcurrencyExperiment,
 ) -> Result<Fetched> {
     let ns = exp.namespace().ok_or(Error::MissingNamespace)?;
-    let deployments: Api<Deployment> = Api::namespaced(client.clone(), &ns);
     let target_name = &exp.spec.target_ref.name;
-    let target = optional(deployments.get(target_name).await)?;
-    let candidate = optional(
-        deployments
-            .get(&workload::candidate_name(target_name))
-            .await,
-    )?;
+    let on_target = caches.targeting(&ns, target_name);
+    let target = caches.deployment(&ns, target_name);
+    let candidate = caches.deployment(&ns, &workload::candidate_name(target_name));
+    // The pods are listed only when the deadline has passed and their reason goes into the
+    // decision: waiting experiments cost no list.
+    let status = exp.status.clone().unwrap_or_default();
     let candidate_problem = match &candidate {
-        Some(c) => not_ready_reason(client, c).await,
-        None => None,
+        Some(c) if plan::deadline_passed(&exp.spec, &status, jiff::Timestamp::now()) => {
+            not_ready_reason(client, c).await
+        }
+        _ => None,
     };
     let (mut route, mut service, mut baseline_hash, mut service_error) = (None, None, None, None);
     if exp.spec.traffic.router == Router::GatewayApi {
@@ -113,8 +116,8 @@ pub async fn fetch(
         service,
         baseline_hash,
         service_error,
-        rivals: rivals(experiments, exp),
-        others: live_on_target(experiments, exp),
+        rivals: rivals(&on_target, exp),
+        others: live_on_target(&on_target, exp),
         candidate_problem,
     })
 }
@@ -241,6 +244,7 @@ fn truncate(s: &str, max: usize) -> String {
 
 /// Names of the other live experiments in the same namespace that target the same Deployment
 /// and came first (older, or as old with a smaller name): this one must not run beside them.
+/// `all` may hold any experiments; the caller passes those the index has on this target.
 pub fn rivals(all: &[Arc<ConcurrencyExperiment>], exp: &ConcurrencyExperiment) -> Vec<String> {
     let key = |e: &ConcurrencyExperiment| (e.meta().creation_timestamp.clone(), e.name_any());
     let mine = key(exp);

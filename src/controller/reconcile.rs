@@ -78,7 +78,7 @@ async fn reconcile_inner(exp: &ConcurrencyExperiment, ctx: &Context) -> Result<R
         return Ok(Requeue::await_change());
     }
 
-    let fetched = observe::fetch(&ctx.client, &ctx.experiments(), exp).await?;
+    let fetched = observe::fetch(&ctx.client, &ctx.caches, exp).await?;
     let now = jiff::Timestamp::now();
     let mut observations = observe::observations(exp, &fetched, now);
     let current = exp.status.clone().unwrap_or_default();
@@ -124,7 +124,14 @@ async fn reconcile_inner(exp: &ConcurrencyExperiment, ctx: &Context) -> Result<R
         ctx.metrics.remove_experiment(&ns, &exp.name_any());
         return Ok(Requeue::await_change());
     }
+    // A write's effect on a watched object wakes the experiment by itself; an HTTPRoute is not
+    // watched, so any write is followed by a look soon after.
+    let wrote = step
+        .actions
+        .iter()
+        .any(|a| !matches!(a, plan::Action::Event { .. }));
     Ok(match step.requeue_after {
+        Some(d) if wrote => Requeue::requeue(d.min(plan::AFTER_WRITE)),
         Some(d) => Requeue::requeue(d),
         // A slow resync in case a watch event is missed; cheap for finished experiments.
         None => Requeue::requeue(super::RESYNC),
@@ -214,18 +221,8 @@ fn record_metrics(
             _ => {}
         }
     }
-    let experiments = ctx.experiments();
-    ctx.metrics.set_experiment_phases(
-        experiments
-            .iter()
-            .map(|e| e.status.as_ref().map(|s| s.phase).unwrap_or_default()),
-    );
-    // Experiments deleted without a last reconcile (no finalizer yet) leave no series behind.
-    ctx.metrics.retain_experiments(|ns, name| {
-        experiments
-            .iter()
-            .any(|e| e.name_any() == name && e.namespace().as_deref() == Some(ns))
-    });
+    // The phase gauge and the series of deleted experiments follow the experiment watch
+    // (controller::index), not this reconcile: recounting here was a scan of every experiment.
 }
 
 /// JSON patch with a `test` of the current list, so two writers never lose each other's

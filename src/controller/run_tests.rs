@@ -1,12 +1,12 @@
 //! `run`'s wiring: which experiments a Deployment change wakes, and leader gating.
 
-use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::sync::watch;
 
 use super::fixtures::{experiment, target, FakeApi};
-use super::{run, targeting, RunConfig, Settings};
+use super::index::ExperimentIndex;
+use super::{run, waking, RunConfig, Settings};
 use crate::telemetry::{CancellationToken, Metrics, Readiness};
 
 /// Waits (up to 10 s, for a loaded machine) until `condition` holds.
@@ -28,8 +28,11 @@ fn a_target_change_wakes_the_experiments_on_it_and_only_those() {
     elsewhere.spec.target_ref.name = "checkout".into();
     let mut other_ns = experiment();
     other_ns.metadata.namespace = Some("billing".into());
-    let all = [Arc::new(on_target), Arc::new(elsewhere), Arc::new(other_ns)];
-    let woken: Vec<String> = targeting(&all, &target(6, 6))
+    let index = ExperimentIndex::default();
+    for e in [on_target, elsewhere, other_ns] {
+        index.apply(&kube::runtime::watcher::Event::Apply(e));
+    }
+    let woken: Vec<String> = waking(&index, &target(6, 6))
         .into_iter()
         .map(|r| format!("{}/{}", r.namespace.unwrap_or_default(), r.name))
         .collect();

@@ -61,5 +61,7 @@ pub use analysis::{failing_checks, INCONCLUSIVE_LIMIT, KEPT_ANALYSES, NO_DATA_LI
 pub use machine::step;
 pub use observations::*;
 pub use progress::{AWAITING_APPROVAL, PAUSED_BY_USER, PROGRESS_DEADLINE_EXCEEDED};
-pub use timing::{analysis_due, next_analysis_at, POLL, TARGET_POLL};
+pub use timing::{
+    analysis_due, deadline_passed, next_analysis_at, AFTER_WRITE, POLL, TARGET_POLL,
+};
 pub use validate::{validate, Timing};

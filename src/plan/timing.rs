@@ -6,10 +6,17 @@ use jiff::Timestamp;
 
 use crate::api::{parse_duration, ConcurrencyExperimentSpec, ConcurrencyExperimentStatus, Phase};
 
-/// How soon to look again while pods start, scale or terminate.
-pub const POLL: Duration = Duration::from_secs(5);
-/// How soon to look again while the target does not exist.
-pub const TARGET_POLL: Duration = Duration::from_secs(15);
+/// How soon to look again while pods start, scale or terminate. Deployment changes wake the
+/// experiment (the controller watches targets and candidates), and the shell looks again
+/// soon after any write of its own (`AFTER_WRITE`), so this is only a safety net for a
+/// missed event: short enough to bound the damage, long enough that a thousand waiting
+/// experiments cost next to nothing.
+pub const POLL: Duration = Duration::from_secs(30);
+/// How soon to look again while the target does not exist (its creation wakes the experiment).
+pub const TARGET_POLL: Duration = Duration::from_secs(60);
+/// After the shell wrote something whose effect is not watched (an HTTPRoute's weights), look
+/// again this soon.
+pub const AFTER_WRITE: Duration = Duration::from_secs(2);
 /// Never requeue sooner than this (a due analysis runs on the next reconcile).
 const MIN_REQUEUE: Duration = Duration::from_secs(1);
 
@@ -25,6 +32,26 @@ pub fn analysis_due(
         return false;
     };
     next_analysis_at(status, interval).is_some_and(|at| now >= at)
+}
+
+/// True when the current stage's split has not been in force within `spec.progressDeadline`
+/// (the condition `progress` rolls back on): only then does the shell list the candidate's
+/// pods to say why, so a thousand waiting experiments cost no pod lists.
+pub fn deadline_passed(
+    spec: &ConcurrencyExperimentSpec,
+    status: &ConcurrencyExperimentStatus,
+    now: Timestamp,
+) -> bool {
+    let Ok(deadline) = parse_duration("spec.progressDeadline", &spec.progress_deadline) else {
+        return false;
+    };
+    matches!(status.phase, Phase::Progressing | Phase::Paused)
+        && status.stage_started_at.is_none()
+        && status
+            .stage_entered_at
+            .as_ref()
+            .and_then(|e| add(e.0, deadline))
+            .is_some_and(|end| now >= end)
 }
 
 /// When the next analysis is due, if analyses run in this state at all.

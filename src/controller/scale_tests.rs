@@ -1,0 +1,69 @@
+//! What keeps a reconcile's cost independent of how many experiments exist: Deployment events
+//! wake only the experiments concerned, and reads come from the caches.
+
+use std::sync::Arc;
+
+use k8s_openapi::api::apps::v1::Deployment;
+use kube::runtime::watcher::Event;
+use serde_json::json;
+
+use super::fixtures::*;
+use super::index::ExperimentIndex;
+use super::waking;
+
+fn deployment(name: &str, owner: Option<&str>) -> Deployment {
+    let mut d = target(3, 3);
+    d.metadata.name = Some(name.into());
+    if let Some(owner) = owner {
+        d.metadata.owner_references = Some(vec![serde_json::from_value(json!({
+            "apiVersion": "concurrency.dev/v1alpha1", "kind": "ConcurrencyExperiment",
+            "name": owner, "uid": EXP_UID, "controller": true,
+        }))
+        .unwrap()]);
+    }
+    d
+}
+
+#[test]
+fn a_deployment_wakes_its_owner_and_the_experiments_naming_it_and_nothing_else() {
+    let index = Arc::new(ExperimentIndex::default());
+    for i in 0..500 {
+        let mut e = experiment();
+        e.metadata.name = Some(format!("exp-{i}"));
+        e.spec.target_ref.name = format!("app-{i}");
+        index.apply(&Event::Apply(e));
+    }
+    let woken = |d: &Deployment| {
+        waking(&index, d)
+            .into_iter()
+            .map(|r| r.name)
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(woken(&deployment("app-7", None)), ["exp-7"]);
+    assert_eq!(
+        woken(&deployment("app-7-candidate", Some("exp-7"))),
+        ["exp-7"]
+    );
+    assert!(woken(&deployment("unrelated", None)).is_empty());
+    // A Deployment owned by something else is not an experiment's candidate.
+    let mut rs_owned = deployment("other", None);
+    rs_owned.metadata.owner_references = Some(vec![serde_json::from_value(json!({
+        "apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "x", "uid": "u", "controller": true,
+    }))
+    .unwrap()]);
+    assert!(woken(&rs_owned).is_empty());
+}
+
+#[tokio::test]
+async fn a_reconcile_reads_nothing_from_the_api_when_nothing_is_to_be_written() {
+    let fake = FakeApi::default()
+        .with(EXP, with_finalizer(experiment()))
+        .with(TARGET, target(6, 6));
+    // Pending → stage 1: status and candidate written.
+    reconcile_stored(&fake).await.unwrap();
+    // The candidate never gets ready (e.g. unschedulable): later reconciles change nothing.
+    reconcile_stored(&fake).await.unwrap();
+    fake.clear_calls();
+    reconcile_stored(&fake).await.unwrap();
+    assert_eq!(fake.lines(), Vec::<String>::new());
+}
