@@ -213,6 +213,11 @@ pub struct OriginalState {
     /// The HTTPRoute's backendRefs before the experiment (gatewayAPI), as JSON.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub route_backend_refs: Option<String>,
+    /// Fingerprint of the target's pod template when the experiment started,
+    /// `t=<template>,c=<containers>,i=<images>,e=<env>` (SHA-256 prefixes; only `t` decides).
+    /// A different template mid-flight rolls back with reason `TargetChanged`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub template_hash: Option<String>,
 }
 
 /// A server config as it stands in a pod template. Unlike the spec's `ServerConfig` it carries

@@ -209,6 +209,12 @@ pub fn effective_weight(exp: &ConcurrencyExperiment, fetched: &Fetched) -> i32 {
     }
 }
 
+/// The fingerprint of the Deployment's pod template, as `status.original.templateHash` keeps it.
+pub fn template_hash(d: &Deployment) -> String {
+    let template = d.spec.as_ref().map(|s| s.template.clone()).unwrap_or_default();
+    workload::TemplateFingerprint::of(&template).to_string()
+}
+
 /// Everything but the analysis, which the reconciler adds when it is due.
 pub fn observations(
     exp: &ConcurrencyExperiment,
@@ -216,12 +222,12 @@ pub fn observations(
     now: jiff::Timestamp,
 ) -> Observations {
     let container = exp.spec.container.as_deref();
-    let target = fetched.target.as_ref().and_then(|d| {
-        Some(TargetState {
-            deployment: workload::rollout_state(d),
-            baseline: workload::read_baseline(d, container).ok()?,
-            runs_candidate_config: workload::runs_config(d, &exp.spec.candidate, container),
-        })
+    // A target whose app container is gone is still the target: it must be restored.
+    let target = fetched.target.as_ref().map(|d| TargetState {
+        deployment: workload::rollout_state(d),
+        baseline: workload::read_baseline(d, container).ok(),
+        runs_candidate_config: workload::runs_config(d, &exp.spec.candidate, container),
+        template_hash: template_hash(d),
     });
     Observations {
         now,
@@ -287,6 +293,21 @@ mod tests {
         assert_eq!(obs.effective_weight, 33);
         assert_eq!(obs.target.unwrap().deployment.replicas, 4);
         assert_eq!(obs.candidate.unwrap().ready_replicas, 2);
+    }
+
+    #[test]
+    fn a_target_whose_app_container_is_gone_is_still_the_target() {
+        let mut t = target(3, 1);
+        let before = template_hash(&t);
+        assert_eq!(before, template_hash(&target(3, 1)), "stable");
+        let pod = t.spec.as_mut().unwrap().template.spec.as_mut().unwrap();
+        pod.containers[0].name = "app".into();
+        let obs = observations(&experiment(), &fetched(Some(t)), jiff::Timestamp::now());
+        let seen = obs.target.expect("observed, so that a rollback restores it");
+        assert_eq!(seen.baseline, None);
+        assert_eq!((seen.deployment.replicas, seen.deployment.ready_replicas), (3, 1));
+        assert_ne!(seen.template_hash, before);
+        assert!(obs.spec_error.unwrap().starts_with("spec.container"));
     }
 
     #[test]

@@ -99,7 +99,10 @@ async fn pending_experiment_applies_the_candidate_after_recording_status() {
     assert_eq!(s["phase"], json!("Progressing"));
     assert_eq!(s["stage"], json!("1/3"));
     assert_eq!(s["plannedWeight"], json!(30));
-    assert_eq!(s["original"], json!({"replicas": 6}));
+    assert_eq!(
+        s["original"],
+        json!({"replicas": 6, "templateHash": super::observe::template_hash(&target(6, 6))})
+    );
     assert_eq!(s["observedGeneration"], json!(1));
 }
 

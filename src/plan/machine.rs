@@ -13,6 +13,7 @@ use crate::api::{
     ConcurrencyExperimentSpec, ConcurrencyExperimentStatus, Decision, DecisionAction,
     OriginalState, Phase, RenderedServer, VariantStatus,
 };
+use crate::workload::TemplateFingerprint;
 
 /// One reconcile: what to do and the status to write. Pure, level-triggered and idempotent:
 /// every action is repeated until its effect shows up in the observations, so the shell may
@@ -37,6 +38,8 @@ fn run(cx: &mut Ctx) {
     if phase.is_terminal() {
         return;
     }
+    // Before the spec: a renamed app container is the target's change, not a spec error.
+    target_changed(cx);
     let timing = match validate(cx.spec, cx.obs.spec_error.as_deref()) {
         Ok(t) => Some(t),
         Err(msg) => {
@@ -76,6 +79,46 @@ fn run(cx: &mut Ctx) {
     }
 }
 
+/// The target's pod template is not the one the experiment started with (image, env, a
+/// container renamed or removed, a rollout restart…): the baseline being compared is gone,
+/// and promoting would write the candidate config onto a template nobody judged — roll back.
+/// In Promoting this holds until the promotion is seen written; after that the template
+/// differs because of it.
+fn target_changed(cx: &mut Ctx) {
+    let Some(target) = &cx.obs.target else {
+        return;
+    };
+    let phase = cx.status.phase;
+    let promoting = phase == Phase::Promoting && !target.runs_candidate_config;
+    if !(matches!(phase, Phase::Progressing | Phase::Paused) || promoting) {
+        return;
+    }
+    let Some(original) = cx.status.original.as_mut() else {
+        return;
+    };
+    let Some(recorded) = &original.template_hash else {
+        // Started by an operator that did not record it: compared from now on.
+        if phase != Phase::Promoting {
+            original.template_hash = Some(target.template_hash.clone());
+        }
+        return;
+    };
+    let before = TemplateFingerprint::parse(recorded);
+    let now = TemplateFingerprint::parse(&target.template_hash);
+    if !before.differs(&now) {
+        return;
+    }
+    let msg = format!(
+        "Deployment {}'s pod template was changed by someone else mid-flight ({} changed); \
+         the candidate was judged against the old one. Restoring the target to {} replicas, \
+         then removing the candidate.",
+        cx.spec.target_ref.name,
+        before.changes(&now).join(", "),
+        original.replicas
+    );
+    cx.start_rollback("TargetChanged", msg);
+}
+
 fn invalid(cx: &mut Ctx, msg: String) {
     cx.status.phase = Phase::Invalid;
     cx.status.message = Some(format!("The experiment cannot run: {msg}."));
@@ -100,6 +143,7 @@ fn pending(cx: &mut Ctx, t: &Timing) {
         cx.status.original = Some(OriginalState {
             replicas: target.deployment.replicas,
             route_backend_refs: None,
+            template_hash: Some(target.template_hash.clone()),
         });
     }
     cx.update_variants();
@@ -256,13 +300,21 @@ impl<'a> Ctx<'a> {
         self.status.effective_weight = self.obs.effective_weight;
         let target_name = &self.spec.target_ref.name;
         if let Some(t) = &self.obs.target {
-            let pods = self.status.baseline.as_ref().and_then(|b| b.pods.clone());
+            let previous = self.status.baseline.take();
+            let pods = previous.as_ref().and_then(|b| b.pods.clone());
+            // With its app container gone, the config last read from the target is the best
+            // account of what the baseline ran.
+            let config = t
+                .baseline
+                .clone()
+                .or_else(|| previous.map(|b| b.config))
+                .unwrap_or_default();
             self.status.baseline = Some(VariantStatus {
                 deployment: target_name.clone(),
                 replicas: t.deployment.replicas,
                 ready_replicas: t.deployment.ready_replicas,
-                summary: t.baseline.summary(),
-                config: t.baseline.clone(),
+                summary: config.summary(),
+                config,
                 pods,
             });
         }

@@ -35,13 +35,18 @@ pub struct Observations {
     pub analysis: Option<AnalysisOutcome>,
 }
 
+/// The target Deployment; present whenever it exists, even with a template the experiment can
+/// no longer read (its app container renamed or removed) — it must still be restored.
 #[derive(Clone, Debug, PartialEq)]
 pub struct TargetState {
     pub deployment: DeploymentState,
-    /// The server config read back from the target's pod template.
-    pub baseline: RenderedServer,
+    /// The server config read back from the target's pod template; `None` when the app
+    /// container is gone.
+    pub baseline: Option<RenderedServer>,
     /// The target's template already carries the candidate config (promotion written).
     pub runs_candidate_config: bool,
+    /// `workload::TemplateFingerprint` of the pod template, as text.
+    pub template_hash: String,
 }
 
 #[derive(Clone, Debug, PartialEq, Default)]

@@ -82,20 +82,24 @@ impl TemplateFingerprint {
         self.whole != other.whole
     }
 
-    /// What changed from `self` to `now`, for people: `containers`, `image`, `env`, or else
-    /// `pod template` (resources, probes, labels, …). Empty when nothing did.
+    /// What changed from `self` to `now`, for people: `container set` (a container renamed,
+    /// added or removed — images and env are per container, so they are not named then),
+    /// `image`, `env`, or else `pod template` (resources, probes, labels, …). Empty when
+    /// nothing did.
     pub fn changes(&self, now: &Self) -> Vec<&'static str> {
         if !self.differs(now) {
             return Vec::new();
         }
-        let known = |a: &str, b: &str| !a.is_empty() && !b.is_empty() && a != b;
+        let changed = |a: &str, b: &str| !a.is_empty() && !b.is_empty() && a != b;
+        if changed(&self.containers, &now.containers) {
+            return vec!["container set"];
+        }
         let named: Vec<&'static str> = [
-            ("containers", &self.containers, &now.containers),
             ("image", &self.images, &now.images),
             ("env", &self.env, &now.env),
         ]
         .into_iter()
-        .filter(|(_, a, b)| known(a, b))
+        .filter(|(_, a, b)| changed(a, b))
         .map(|(name, _, _)| name)
         .collect();
         if named.is_empty() {
@@ -227,8 +231,7 @@ mod tests {
         );
         assert_eq!(
             changes(fingerprint(|t| app(t).name = "web".into())),
-            ["containers", "image", "env"],
-            "a rename moves the container's image and env too"
+            ["container set"]
         );
         assert_eq!(
             changes(fingerprint(|t| t
@@ -236,8 +239,15 @@ mod tests {
                 .as_mut()
                 .unwrap()
                 .containers
-                .push(container("sidecar", &[])))),
-            ["containers", "image", "env"]
+                .push(container("logger", &[])))),
+            ["container set"]
+        );
+        assert_eq!(
+            changes(fingerprint(|t| {
+                app(t).image = Some("ruby-app:2".into());
+                app(t).env = None;
+            })),
+            ["image", "env"]
         );
         // Anything else in the template counts too: nothing the user controls is left out.
         assert_eq!(

@@ -5,6 +5,7 @@ mod approval;
 mod finish;
 mod progress;
 mod rollback;
+mod target;
 mod walk;
 
 use std::time::Duration;
@@ -65,6 +66,11 @@ pub fn record(verdict: Verdict, secs: i64, stage_index: i32, weight: i32) -> Ana
     }
 }
 
+/// Fingerprints of the target's pod template: as the experiment found it, and once the
+/// promotion wrote the candidate config into it (env changed).
+pub const TEMPLATE: &str = "t=00000000000000a1,c=000000c1,i=000000i1,e=000000e1";
+pub const TEMPLATE_PROMOTED: &str = "t=00000000000000a2,c=000000c1,i=000000i1,e=000000e2";
+
 /// A cluster that carries out the actions: spec changes at once, pods get ready on `settle`.
 #[derive(Clone, Debug)]
 pub struct World {
@@ -76,6 +82,8 @@ pub struct World {
     pub approve_annotation: bool,
     /// `spec.approved`.
     pub spec_approved: bool,
+    /// What the shell would report in `Observations::spec_error`.
+    pub spec_error: Option<String>,
 }
 
 impl World {
@@ -95,13 +103,15 @@ impl World {
             router,
             target: Some(TargetState {
                 deployment,
-                baseline,
+                baseline: Some(baseline),
                 runs_candidate_config: false,
+                template_hash: TEMPLATE.into(),
             }),
             candidate: None,
             route_weight: 0,
             approve_annotation: false,
             spec_approved: false,
+            spec_error: None,
         }
     }
 
@@ -127,6 +137,7 @@ impl World {
                 Action::PromoteTarget => {
                     if let Some(t) = &mut self.target {
                         t.runs_candidate_config = true;
+                        t.template_hash = TEMPLATE_PROMOTED.into();
                         t.deployment.ready_replicas = 0;
                         t.deployment.rolled_out = false;
                     }
@@ -172,7 +183,7 @@ impl World {
             abort_requested: false,
             promotion_approved: self.spec_approved,
             resume_requested: self.approve_annotation,
-            spec_error: None,
+            spec_error: self.spec_error.clone(),
             target: self.target.clone(),
             candidate: self.candidate.clone(),
             effective_weight: self.effective_weight(),
