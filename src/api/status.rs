@@ -120,6 +120,20 @@ pub struct ConcurrencyExperimentStatus {
     /// What the target looked like before the experiment, so it can be restored exactly.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub original: Option<OriginalState>,
+    /// The target's `spec.replicas` as this experiment last set it, and the count before that.
+    /// While it runs, a count that is neither of these nor `original.replicas` was set by
+    /// someone else: it becomes the target's size (`original.replicas`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub target_scale: Option<TargetScale>,
+}
+
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct TargetScale {
+    /// The count before the last scale (what the target still has if that write failed).
+    pub from: i32,
+    /// The count last asked for.
+    pub to: i32,
 }
 
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema, Default)]

@@ -11,7 +11,7 @@ use super::validate::{validate, Timing};
 use super::{analysis, approval, conditions, finish, progress, timing};
 use crate::api::{
     ConcurrencyExperimentSpec, ConcurrencyExperimentStatus, Decision, DecisionAction,
-    OriginalState, Phase, RenderedServer, VariantStatus,
+    OriginalState, Phase, RenderedServer, TargetScale, VariantStatus,
 };
 use crate::workload::TemplateFingerprint;
 
@@ -31,6 +31,7 @@ pub fn step(
 }
 
 fn run(cx: &mut Ctx) {
+    follow_target_scale(cx);
     let phase = cx.status.phase;
     if cx.obs.deleting {
         return finish::delete(cx);
@@ -119,6 +120,37 @@ fn target_changed(cx: &mut Ctx) {
     cx.start_rollback("TargetChanged", msg);
 }
 
+/// Someone else set the target's replicas to a count this experiment did not set (neither the
+/// last it asked for, nor the one before, nor the original): take it as the person's intent for
+/// the target's total size. It becomes `original.replicas`, so the split is recomputed from it
+/// and a rollback or promotion restores it — rather than fighting it, or restoring a size the
+/// person just changed.
+fn follow_target_scale(cx: &mut Ctx) {
+    let (Some(target), Some(scale)) = (&cx.obs.target, cx.status.target_scale) else {
+        return;
+    };
+    let running = matches!(
+        cx.status.phase,
+        Phase::Progressing | Phase::Paused | Phase::Promoting | Phase::RollingBack
+    );
+    let Some(original) = cx.status.original.as_mut().filter(|_| running) else {
+        return;
+    };
+    let now = target.deployment.replicas;
+    if [scale.from, scale.to, original.replicas].contains(&now) {
+        return;
+    }
+    let before = std::mem::replace(&mut original.replicas, now);
+    cx.status.target_scale = Some(TargetScale { from: now, to: now });
+    let msg = format!(
+        "Deployment {} was scaled to {now} replicas by someone else (it had {before} before the \
+         experiment): {now} is its size from now on — the split follows it, and a rollback or \
+         promotion restores {now}.",
+        cx.spec.target_ref.name
+    );
+    cx.event(EventType::Normal, "TargetScaled", msg);
+}
+
 fn invalid(cx: &mut Ctx, msg: String) {
     cx.status.phase = Phase::Invalid;
     cx.status.message = Some(format!("The experiment cannot run: {msg}."));
@@ -192,6 +224,7 @@ impl<'a> Ctx<'a> {
     }
 
     fn finish(mut self) -> Step {
+        self.record_target_scale();
         let phase = self.status.phase;
         // A terminal status is left alone once written; replays must not touch it.
         if !phase.is_terminal() || phase != self.initial_phase {
@@ -214,6 +247,38 @@ impl<'a> Ctx<'a> {
                 self.requeue
             },
             release_finalizer: self.release,
+        }
+    }
+
+    /// Keeps only the last `ScaleTarget` of the step — the size the step leaves the target at
+    /// (an earlier one that ran alone would be a count never recorded, and look like someone
+    /// else's) — and records it in `status.targetScale`, with the count it replaces.
+    fn record_target_scale(&mut self) {
+        let Some(target) = &self.obs.target else {
+            return;
+        };
+        let is_scale = |a: &Action| matches!(a, Action::ScaleTarget { .. });
+        let mut earlier = self.actions.iter().filter(|a| is_scale(a)).count().saturating_sub(1);
+        self.actions.retain(|a| {
+            let drop = earlier > 0 && is_scale(a);
+            earlier -= usize::from(drop);
+            !drop
+        });
+        let asked = self.actions.iter().find_map(|a| match a {
+            Action::ScaleTarget { replicas } => Some(*replicas),
+            _ => None,
+        });
+        let from = target.deployment.replicas;
+        let phase = self.status.phase;
+        let running = phase != Phase::Pending && !phase.is_terminal();
+        match asked {
+            Some(to) => self.status.target_scale = Some(TargetScale { from, to }),
+            // From the first step on (and for experiments started before this was recorded),
+            // so that a person's scaling is told apart even when the experiment never scales.
+            None if running && self.status.target_scale.is_none() => {
+                self.status.target_scale = Some(TargetScale { from, to: from })
+            }
+            None => {}
         }
     }
 

@@ -233,3 +233,154 @@ fn gateway_rollback_on_a_template_change_restores_the_route_first() {
         .iter()
         .any(|a| matches!(a, Action::SetRouteWeights { .. })));
 }
+
+fn scaled_by_someone(run: &mut Run, replicas: i32) {
+    let t = &mut run.world.target.as_mut().unwrap().deployment;
+    t.replicas = replicas;
+    t.ready_replicas = replicas;
+}
+
+#[test]
+fn a_person_scaling_the_target_sets_its_new_size_and_the_split_follows() {
+    // Stage 1 of 6 pods: 4 baseline + 2 candidate.
+    let mut run = at_stage(spec(), 6, 0);
+    assert_eq!(target(&run), (4, 4));
+    scaled_by_someone(&mut run, 9);
+    run.auto_settle = false;
+    run.now += 5;
+    let out = run.tick(None).clone();
+    assert_eq!(events(&out.actions), ["TargetScaled"]);
+    assert_eq!(out.status.original.as_ref().unwrap().replicas, 9);
+    // 30% of 9: 3 candidate pods first; the baseline shrinks to 6 once they are ready.
+    assert!(out.actions.contains(&Action::EnsureCandidate { replicas: 3 }));
+    assert!(!out
+        .actions
+        .iter()
+        .any(|a| matches!(a, Action::ScaleTarget { .. })));
+    run.world.settle();
+    run.now += 5;
+    let out = run.tick(None).clone();
+    assert!(out.actions.contains(&Action::ScaleTarget { replicas: 6 }));
+    run.world.settle();
+    run.now += 5;
+    run.tick(None);
+    assert_eq!(target(&run), (6, 6));
+    assert_eq!(run.status.phase, Phase::Progressing);
+    // A rollback restores the size the person asked for, not the one before.
+    run.log.clear();
+    run.now += 5;
+    run.tick_with(None, |o| o.abort_requested = true);
+    finish(&mut run);
+    assert_rolled_back_to(&run, 9, "Aborted");
+    assert_eq!(
+        run.events().iter().filter(|e| *e == "TargetScaled").count(),
+        0,
+        "our own scaling back up is not a person's"
+    );
+}
+
+#[test]
+fn our_own_scaling_is_never_taken_for_a_person_even_when_a_write_fails() {
+    let mut run = at_stage(spec(), 6, 0);
+    // Advancing to 70%: the candidate grows to 4, then the baseline is asked to shrink 4 → 2.
+    run.auto_settle = false;
+    let mut failed_once = false;
+    for _ in 0..100 {
+        if run.status.stage_index == Some(1) && run.status.stage_started_at.is_some() {
+            break;
+        }
+        let before = target(&run);
+        run.now += 30;
+        run.tick(Some(Verdict::Pass));
+        let asked_shrink = run
+            .last
+            .as_ref()
+            .unwrap()
+            .actions
+            .contains(&Action::ScaleTarget { replicas: 2 });
+        if asked_shrink && !failed_once {
+            // The patch failed: the target keeps its 4.
+            let t = &mut run.world.target.as_mut().unwrap().deployment;
+            (t.replicas, t.ready_replicas) = before;
+            failed_once = true;
+        }
+        run.world.settle();
+    }
+    assert!(failed_once);
+    assert_eq!(target(&run), (2, 2));
+    assert_eq!(run.status.original.as_ref().unwrap().replicas, 6);
+    assert!(!run.events().contains(&"TargetScaled".to_string()));
+}
+
+#[test]
+fn a_person_scaling_at_100_percent_is_what_the_promotion_restores() {
+    let mut run = at_stage(spec(), 6, 2);
+    assert_eq!(target(&run), (0, 0));
+    scaled_by_someone(&mut run, 4);
+    for _ in 0..200 {
+        if run.status.phase.is_terminal() {
+            break;
+        }
+        run.now += 30;
+        run.tick(Some(Verdict::Pass));
+    }
+    assert_eq!(run.status.phase, Phase::Succeeded);
+    assert_eq!(target(&run), (4, 4));
+    assert_eq!(run.events().first().map(String::as_str), Some("TargetScaled"));
+    // 100% of 4: the candidate shrank to 4 and the target went back to 0 until promoted.
+    assert!(run.log.contains(&Action::EnsureCandidate { replicas: 4 }));
+}
+
+#[test]
+fn a_person_scaling_during_a_rollback_is_followed() {
+    let mut run = at_stage(spec(), 6, 1);
+    run.auto_settle = false;
+    run.now += 5;
+    run.tick_with(None, |o| o.abort_requested = true);
+    assert!(run.log.contains(&Action::ScaleTarget { replicas: 6 }));
+    // The person scales up while the baseline comes back.
+    scaled_by_someone(&mut run, 8);
+    run.world.target.as_mut().unwrap().deployment.ready_replicas = 5;
+    run.now += 5;
+    let out = run.tick(None).clone();
+    assert_eq!(events(&out.actions), ["TargetScaled"]);
+    assert!(
+        !out.actions.contains(&Action::RemoveCandidate),
+        "5 of 8 ready: the candidate stays"
+    );
+    run.world.settle();
+    finish(&mut run);
+    assert_eq!(run.status.phase, Phase::RolledBack);
+    assert_eq!(run.status.original.as_ref().unwrap().replicas, 8);
+    assert_eq!(target(&run), (8, 8));
+    let followed = run
+        .log
+        .iter()
+        .position(|a| matches!(a, Action::Event { reason, .. } if reason == "TargetScaled"))
+        .unwrap();
+    assert!(
+        !run.log[followed..].contains(&Action::ScaleTarget { replicas: 6 }),
+        "never scaled back below the person's 8: {:?}",
+        run.log
+    );
+}
+
+#[test]
+fn a_gateway_target_is_never_scaled_by_us_but_a_person_is_still_followed() {
+    let spec = spec_with("traffic: {router: gatewayAPI, httpRoute: storefront}\n");
+    let mut run = at_stage(spec, 6, 1);
+    assert_eq!(
+        run.status.target_scale,
+        Some(crate::api::TargetScale { from: 6, to: 6 })
+    );
+    scaled_by_someone(&mut run, 10);
+    run.now += 5;
+    let out = run.tick(None).clone();
+    assert_eq!(events(&out.actions), ["TargetScaled"]);
+    // 70% of 10 needs 7 candidate pods; the baseline keeps its 10.
+    assert!(out.actions.contains(&Action::EnsureCandidate { replicas: 7 }));
+    assert!(!out
+        .actions
+        .iter()
+        .any(|a| matches!(a, Action::ScaleTarget { .. })));
+}
