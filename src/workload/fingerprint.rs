@@ -29,7 +29,12 @@ impl TemplateFingerprint {
         let (init, app) = template
             .spec
             .as_ref()
-            .map(|s| (s.init_containers.as_deref().unwrap_or_default(), &s.containers[..]))
+            .map(|s| {
+                (
+                    s.init_containers.as_deref().unwrap_or_default(),
+                    &s.containers[..],
+                )
+            })
             .unwrap_or_default();
         let each = |f: &dyn Fn(&Container) -> Value| {
             json!({
@@ -191,7 +196,10 @@ mod tests {
         let a = TemplateFingerprint::of(&template());
         assert_eq!(a, TemplateFingerprint::of(&template()));
         let text = a.to_string();
-        assert!(text.starts_with("t=") && text.len() == 2 + 16 + 3 * (3 + 8), "{text}");
+        assert!(
+            text.starts_with("t=") && text.len() == 2 + 16 + 3 * (3 + 8),
+            "{text}"
+        );
         assert_eq!(TemplateFingerprint::parse(&text), a);
         assert!(a.changes(&a).is_empty());
         // Key order does not matter: labels are a map either way, and serialization sorts.
@@ -220,13 +228,14 @@ mod tests {
             ["image"]
         );
         assert_eq!(
-            changes(fingerprint(|t| app(t).env.get_or_insert_with(Vec::new).push(
-                EnvVar {
+            changes(fingerprint(|t| app(t)
+                .env
+                .get_or_insert_with(Vec::new)
+                .push(EnvVar {
                     name: "FEATURE".into(),
                     value: Some("on".into()),
                     value_from: None,
-                }
-            ))),
+                }))),
             ["env"]
         );
         assert_eq!(
@@ -253,10 +262,12 @@ mod tests {
         assert_eq!(
             changes(fingerprint(|t| {
                 let meta = t.metadata.get_or_insert_with(Default::default);
-                meta.annotations.get_or_insert_with(Default::default).insert(
-                    "kubectl.kubernetes.io/restartedAt".into(),
-                    "2026-12-01T10:00:00Z".into(),
-                );
+                meta.annotations
+                    .get_or_insert_with(Default::default)
+                    .insert(
+                        "kubectl.kubernetes.io/restartedAt".into(),
+                        "2026-12-01T10:00:00Z".into(),
+                    );
             })),
             ["pod template"]
         );

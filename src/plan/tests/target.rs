@@ -53,9 +53,17 @@ fn target(run: &Run) -> (i32, i32) {
 }
 
 fn assert_rolled_back_to(run: &Run, replicas: i32, reason: &str) {
-    assert_eq!(run.status.phase, Phase::RolledBack, "{:?}", run.status.message);
+    assert_eq!(
+        run.status.phase,
+        Phase::RolledBack,
+        "{:?}",
+        run.status.message
+    );
     let d = run.status.decision.clone().unwrap();
-    assert_eq!((d.action, d.reason.as_str()), (DecisionAction::Rollback, reason));
+    assert_eq!(
+        (d.action, d.reason.as_str()),
+        (DecisionAction::Rollback, reason)
+    );
     assert_eq!(target(run), (replicas, replicas));
     assert!(run.world.candidate.is_none());
     let scale = run
@@ -82,7 +90,10 @@ fn a_container_renamed_at_stage_two_rolls_back_to_the_original_replicas() {
     let out = run.tick(None).clone();
     assert_eq!(out.status.phase, Phase::RollingBack);
     let d = out.status.decision.clone().unwrap();
-    assert_eq!(d.reason, "TargetChanged", "not InvalidSpec nor TargetMissing");
+    assert_eq!(
+        d.reason, "TargetChanged",
+        "not InvalidSpec nor TargetMissing"
+    );
     assert!(
         d.message.contains("(container set changed)") && d.message.contains("to 3 replicas"),
         "{}",
@@ -197,7 +208,12 @@ fn an_experiment_started_without_a_fingerprint_records_one_then_watches_it() {
     run.now += 5;
     run.tick(None);
     assert_eq!(
-        run.status.original.as_ref().unwrap().template_hash.as_deref(),
+        run.status
+            .original
+            .as_ref()
+            .unwrap()
+            .template_hash
+            .as_deref(),
         Some(TEMPLATE)
     );
     assert_eq!(run.status.phase, Phase::Progressing);
@@ -223,7 +239,11 @@ fn gateway_rollback_on_a_template_change_restores_the_route_first() {
         .iter()
         .filter(|a| !matches!(a, Action::Event { .. }))
         .collect();
-    assert_eq!(work, [&Action::RestoreRoute], "the route first, nothing re-pinned");
+    assert_eq!(
+        work,
+        [&Action::RestoreRoute],
+        "the route first, nothing re-pinned"
+    );
     run.now += 5;
     assert_eq!(run.tick(None).actions, vec![Action::RemoveCandidate]);
     run.now += 5;
@@ -252,7 +272,9 @@ fn a_person_scaling_the_target_sets_its_new_size_and_the_split_follows() {
     assert_eq!(events(&out.actions), ["TargetScaled"]);
     assert_eq!(out.status.original.as_ref().unwrap().replicas, 9);
     // 30% of 9: 3 candidate pods first; the baseline shrinks to 6 once they are ready.
-    assert!(out.actions.contains(&Action::EnsureCandidate { replicas: 3 }));
+    assert!(out
+        .actions
+        .contains(&Action::EnsureCandidate { replicas: 3 }));
     assert!(!out
         .actions
         .iter()
@@ -326,7 +348,10 @@ fn a_person_scaling_at_100_percent_is_what_the_promotion_restores() {
     }
     assert_eq!(run.status.phase, Phase::Succeeded);
     assert_eq!(target(&run), (4, 4));
-    assert_eq!(run.events().first().map(String::as_str), Some("TargetScaled"));
+    assert_eq!(
+        run.events().first().map(String::as_str),
+        Some("TargetScaled")
+    );
     // 100% of 4: the candidate shrank to 4 and the target went back to 0 until promoted.
     assert!(run.log.contains(&Action::EnsureCandidate { replicas: 4 }));
 }
@@ -378,7 +403,9 @@ fn a_gateway_target_is_never_scaled_by_us_but_a_person_is_still_followed() {
     let out = run.tick(None).clone();
     assert_eq!(events(&out.actions), ["TargetScaled"]);
     // 70% of 10 needs 7 candidate pods; the baseline keeps its 10.
-    assert!(out.actions.contains(&Action::EnsureCandidate { replicas: 7 }));
+    assert!(out
+        .actions
+        .contains(&Action::EnsureCandidate { replicas: 7 }));
     assert!(!out
         .actions
         .iter()
