@@ -33,6 +33,9 @@ pub struct Fetched {
     pub route: Option<Value>,
     /// gatewayAPI only: the Service the route sends the target's traffic to.
     pub service: Option<Service>,
+    /// gatewayAPI only: every Service in the namespace (to find the variant Services, ours or
+    /// someone else's by the same name).
+    pub services: Vec<Service>,
     /// gatewayAPI only: `pod-template-hash` of the target's current ReplicaSet, which the
     /// baseline Service pins so it never selects candidate pods.
     pub baseline_hash: Option<String>,
@@ -66,6 +69,7 @@ pub async fn fetch(
             .await,
     )?;
     let (mut route, mut service, mut baseline_hash, mut service_error) = (None, None, None, None);
+    let mut all_services = Vec::new();
     if exp.spec.traffic.router == Router::GatewayApi {
         if let Some(name) = &exp.spec.traffic.http_route {
             let routes: Api<DynamicObject> =
@@ -88,6 +92,7 @@ pub async fn fetch(
                 Err(e) => service_error = Some(e.to_string()),
             }
             baseline_hash = baseline_pod_template_hash(client, t).await?;
+            all_services = services;
         }
     }
     Ok(Fetched {
@@ -95,6 +100,7 @@ pub async fn fetch(
         candidate,
         route,
         service,
+        services: all_services,
         baseline_hash,
         service_error,
         rivals: rivals(experiments, exp),
@@ -150,6 +156,85 @@ fn split_by(exp: &ConcurrencyExperiment, route: &Value, services: &[Service]) ->
     })
 }
 
+/// True when `obj` has an owner reference to this experiment's UID: the operator made it for
+/// this experiment. Labels are no proof — anyone can copy them (a copy of the candidate's
+/// manifest, another tool).
+pub fn owned_by<K: Resource>(obj: &K, exp: &ConcurrencyExperiment) -> bool {
+    exp.uid()
+        .is_some_and(|uid| obj.owner_references().iter().any(|r| r.uid == uid))
+}
+
+/// The existing Service named `name`, if any (gatewayAPI).
+pub fn service_named<'a>(fetched: &'a Fetched, name: &str) -> Option<&'a Service> {
+    fetched.services.iter().find(|s| s.name_any() == name)
+}
+
+/// The variant Services this experiment made (gatewayAPI), whatever the user's Service is now.
+pub fn owned_services<'a>(
+    exp: &'a ConcurrencyExperiment,
+    fetched: &'a Fetched,
+) -> impl Iterator<Item = &'a Service> + 'a {
+    fetched
+        .services
+        .iter()
+        .filter(move |s| owned_by(*s, exp) && s.labels().contains_key(workload::LABEL_VARIANT))
+}
+
+/// The (baseline, candidate) Service names the route is split between: those this experiment
+/// made — found by owner, so a user Service that no longer selects the target (its labels
+/// changed) does not hide them — else the ones it would make for the user's Service.
+fn variant_service_names(
+    exp: &ConcurrencyExperiment,
+    fetched: &Fetched,
+) -> Option<(String, String)> {
+    let ours = |variant: &str| {
+        owned_services(exp, fetched)
+            .find(|s| s.labels().get(workload::LABEL_VARIANT).map(String::as_str) == Some(variant))
+            .map(|s| s.name_any())
+    };
+    let derived = fetched.service.as_ref().map(|s| {
+        (
+            workload::baseline_service_name(&s.name_any()),
+            workload::candidate_service_name(&s.name_any()),
+        )
+    });
+    match (
+        ours(workload::VARIANT_BASELINE),
+        ours(workload::VARIANT_CANDIDATE),
+    ) {
+        (Some(b), Some(c)) => Some((b, c)),
+        (b, c) => derived.map(|(db, dc)| (b.unwrap_or(db), c.unwrap_or(dc))),
+    }
+}
+
+/// Objects where this experiment would write its own that it did not create: a Deployment
+/// named `<target>-candidate`, Services `<svc>-baseline`/`<svc>-candidate` (gatewayAPI). The
+/// operator never writes or deletes them; the stage machine refuses to start, or rolls back.
+pub fn not_ours(exp: &ConcurrencyExperiment, fetched: &Fetched) -> Vec<String> {
+    let mut found = Vec::new();
+    if let Some(c) = fetched.candidate.as_ref().filter(|c| !owned_by(*c, exp)) {
+        found.push(format!("Deployment {}", c.name_any()));
+    }
+    if exp.spec.traffic.router == Router::GatewayApi {
+        if let Some(service) = &fetched.service {
+            for name in [
+                workload::baseline_service_name(&service.name_any()),
+                workload::candidate_service_name(&service.name_any()),
+            ] {
+                if service_named(fetched, &name).is_some_and(|s| !owned_by(s, exp)) {
+                    found.push(format!("Service {name}"));
+                }
+            }
+        }
+    }
+    found
+}
+
+/// The candidate Deployment, if this experiment made it.
+fn our_candidate<'a>(exp: &ConcurrencyExperiment, fetched: &'a Fetched) -> Option<&'a Deployment> {
+    fetched.candidate.as_ref().filter(|c| owned_by(*c, exp))
+}
+
 fn flag(exp: &ConcurrencyExperiment, annotation: &str) -> bool {
     exp.annotations()
         .get(annotation)
@@ -194,16 +279,13 @@ pub fn effective_weight(exp: &ConcurrencyExperiment, fetched: &Fetched) -> i32 {
                     .map(|d| workload::rollout_state(d).ready_replicas)
                     .unwrap_or(0)
             };
-            let candidate = ready(&fetched.candidate);
+            let candidate = ready(&our_candidate(exp, fetched).cloned());
             percent(candidate, ready(&fetched.target) + candidate)
         }
-        Router::GatewayApi => match (&fetched.route, &fetched.service) {
-            (Some(route), Some(service)) => traffic::route_weight(
-                route,
-                &workload::baseline_service_name(&service.name_any()),
-                &workload::candidate_service_name(&service.name_any()),
-            )
-            .unwrap_or(0),
+        Router::GatewayApi => match (&fetched.route, variant_service_names(exp, fetched)) {
+            (Some(route), Some((baseline, candidate))) => {
+                traffic::route_weight(route, &baseline, &candidate).unwrap_or(0)
+            }
             _ => 0,
         },
     }
@@ -211,7 +293,11 @@ pub fn effective_weight(exp: &ConcurrencyExperiment, fetched: &Fetched) -> i32 {
 
 /// The fingerprint of the Deployment's pod template, as `status.original.templateHash` keeps it.
 pub fn template_hash(d: &Deployment) -> String {
-    let template = d.spec.as_ref().map(|s| s.template.clone()).unwrap_or_default();
+    let template = d
+        .spec
+        .as_ref()
+        .map(|s| s.template.clone())
+        .unwrap_or_default();
     workload::TemplateFingerprint::of(&template).to_string()
 }
 
@@ -238,7 +324,9 @@ pub fn observations(
         resume_requested: flag(exp, ANNOTATION_APPROVE),
         spec_error: spec_error(exp, fetched),
         target,
-        candidate: fetched.candidate.as_ref().map(workload::rollout_state),
+        // Someone else's Deployment by that name is not the candidate (see `not_ours`).
+        candidate: our_candidate(exp, fetched).map(workload::rollout_state),
+        not_ours: not_ours(exp, fetched),
         effective_weight: effective_weight(exp, fetched),
         analysis: None,
     }
@@ -288,11 +376,74 @@ mod tests {
         let mut f = fetched(Some(target(4, 4)));
         let mut candidate = target(2, 2);
         candidate.metadata.name = Some("storefront-candidate".into());
+        candidate.metadata.owner_references =
+            Some(vec![workload::experiment_owner_ref(&exp).unwrap()]);
         f.candidate = Some(candidate);
         let obs = observations(&exp, &f, jiff::Timestamp::now());
         assert_eq!(obs.effective_weight, 33);
         assert_eq!(obs.target.unwrap().deployment.replicas, 4);
         assert_eq!(obs.candidate.unwrap().ready_replicas, 2);
+        assert!(obs.not_ours.is_empty());
+    }
+
+    #[test]
+    fn the_gateway_split_is_read_from_our_services_even_without_the_users() {
+        let exp: ConcurrencyExperiment = {
+            let mut e = experiment();
+            e.spec.traffic =
+                serde_json::from_value(json!({"router": "gatewayAPI", "httpRoute": "storefront"}))
+                    .unwrap();
+            e
+        };
+        let owner = serde_json::to_value(workload::experiment_owner_ref(&exp).unwrap()).unwrap();
+        let ours = |name: &str, variant: &str| -> Service {
+            serde_json::from_value(json!({"metadata": {
+                "name": name, "namespace": "shop", "ownerReferences": [owner],
+                "labels": {workload::LABEL_VARIANT: variant},
+            }}))
+            .unwrap()
+        };
+        let route = json!({"metadata": {"namespace": "shop"}, "spec": {"rules": [{"backendRefs": [
+            {"name": "web-baseline", "port": 80, "weight": 30},
+            {"name": "web-candidate", "port": 80, "weight": 70},
+        ]}]}});
+        let f = Fetched {
+            target: Some(target(6, 6)),
+            route: Some(route),
+            // The user's Service no longer selects the target (its labels changed).
+            service: None,
+            services: vec![
+                ours("web-baseline", "baseline"),
+                ours("web-candidate", "candidate"),
+            ],
+            ..Fetched::default()
+        };
+        assert_eq!(
+            effective_weight(&exp, &f),
+            70,
+            "not 0: the route is not restored"
+        );
+    }
+
+    #[test]
+    fn a_candidate_name_taken_by_someone_else_is_not_the_candidate() {
+        let exp = experiment();
+        let mut f = fetched(Some(target(4, 4)));
+        let mut theirs = target(2, 2);
+        theirs.metadata.name = Some("storefront-candidate".into());
+        // Our labels, even an owner reference to another object: no proof without our UID.
+        theirs.labels_mut().insert(
+            workload::LABEL_EXPERIMENT.into(),
+            "storefront-puma-4".into(),
+        );
+        let mut other = workload::experiment_owner_ref(&exp).unwrap();
+        other.uid = "someone-else".into();
+        theirs.metadata.owner_references = Some(vec![other]);
+        f.candidate = Some(theirs);
+        let obs = observations(&exp, &f, jiff::Timestamp::now());
+        assert_eq!(obs.candidate, None);
+        assert_eq!(obs.effective_weight, 0, "its pods are not the candidate's");
+        assert_eq!(obs.not_ours, ["Deployment storefront-candidate"]);
     }
 
     #[test]
@@ -303,9 +454,14 @@ mod tests {
         let pod = t.spec.as_mut().unwrap().template.spec.as_mut().unwrap();
         pod.containers[0].name = "app".into();
         let obs = observations(&experiment(), &fetched(Some(t)), jiff::Timestamp::now());
-        let seen = obs.target.expect("observed, so that a rollback restores it");
+        let seen = obs
+            .target
+            .expect("observed, so that a rollback restores it");
         assert_eq!(seen.baseline, None);
-        assert_eq!((seen.deployment.replicas, seen.deployment.ready_replicas), (3, 1));
+        assert_eq!(
+            (seen.deployment.replicas, seen.deployment.ready_replicas),
+            (3, 1)
+        );
         assert_ne!(seen.template_hash, before);
         assert!(obs.spec_error.unwrap().starts_with("spec.container"));
     }

@@ -41,6 +41,9 @@ fn run(cx: &mut Ctx) {
     }
     // Before the spec: a renamed app container is the target's change, not a spec error.
     target_changed(cx);
+    if in_the_way(cx) {
+        return;
+    }
     let timing = match validate(cx.spec, cx.obs.spec_error.as_deref()) {
         Ok(t) => Some(t),
         Err(msg) => {
@@ -151,6 +154,45 @@ fn follow_target_scale(cx: &mut Ctx) {
     cx.event(EventType::Normal, "TargetScaled", msg);
 }
 
+/// Objects by the names this experiment writes exist and are not its own (`not_ours`): it
+/// never adopts, overwrites or deletes them. Before it made anything that is `Invalid`; later
+/// someone replaced one of its objects, and it rolls back around it (the shell only ever
+/// deletes objects it observed as its own). True when the experiment stops here.
+fn in_the_way(cx: &mut Ctx) -> bool {
+    let found = &cx.obs.not_ours;
+    if found.is_empty() {
+        return false;
+    }
+    let what = match found.as_slice() {
+        [one] => one.clone(),
+        [init @ .., last] => format!("{} and {last}", init.join(", ")),
+        [] => return false,
+    };
+    let (exists, is, it) = if found.len() == 1 {
+        ("exists", "is", "it")
+    } else {
+        ("exist", "are", "them")
+    };
+    match cx.status.phase {
+        Phase::Pending => {
+            let msg = format!(
+                "{what} {exists} and {is} not managed by this experiment; rename or delete {it}"
+            );
+            invalid(cx, msg);
+            true
+        }
+        Phase::Progressing | Phase::Paused => {
+            let msg = format!(
+                "{what} {exists} but {is} not managed by this experiment (replaced by someone \
+                 else); rolling back without touching {it}."
+            );
+            cx.start_rollback("NotOwned", msg);
+            false
+        }
+        _ => false,
+    }
+}
+
 fn invalid(cx: &mut Ctx, msg: String) {
     cx.status.phase = Phase::Invalid;
     cx.status.message = Some(format!("The experiment cannot run: {msg}."));
@@ -258,7 +300,12 @@ impl<'a> Ctx<'a> {
             return;
         };
         let is_scale = |a: &Action| matches!(a, Action::ScaleTarget { .. });
-        let mut earlier = self.actions.iter().filter(|a| is_scale(a)).count().saturating_sub(1);
+        let mut earlier = self
+            .actions
+            .iter()
+            .filter(|a| is_scale(a))
+            .count()
+            .saturating_sub(1);
         self.actions.retain(|a| {
             let drop = earlier > 0 && is_scale(a);
             earlier -= usize::from(drop);

@@ -26,8 +26,13 @@ pub struct Observations {
     pub spec_error: Option<String>,
     /// The target Deployment; `None` when it does not exist.
     pub target: Option<TargetState>,
-    /// The candidate Deployment; `None` when it does not exist (yet, or any more).
+    /// The candidate Deployment; `None` when it does not exist (yet, or any more), or is not
+    /// this experiment's (then it is in `not_ours`).
     pub candidate: Option<DeploymentState>,
+    /// Objects by the names this experiment writes that it did not create (no owner reference
+    /// to it), e.g. `Deployment storefront-candidate`. They are never written or deleted: a
+    /// Pending experiment is `Invalid`, a running one rolls back around them (`NotOwned`).
+    pub not_ours: Vec<String>,
     /// The split currently applied by the router, percent of traffic to the candidate.
     /// For `replicas` this is derived from ready pods; for `gatewayAPI` it is the route weight.
     pub effective_weight: i32,

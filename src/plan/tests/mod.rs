@@ -3,6 +3,7 @@
 
 mod approval;
 mod finish;
+mod owner;
 mod progress;
 mod rollback;
 mod target;
@@ -84,6 +85,8 @@ pub struct World {
     pub spec_approved: bool,
     /// What the shell would report in `Observations::spec_error`.
     pub spec_error: Option<String>,
+    /// Objects in the way that the experiment did not create (`Observations::not_ours`).
+    pub not_ours: Vec<String>,
 }
 
 impl World {
@@ -112,6 +115,7 @@ impl World {
             approve_annotation: false,
             spec_approved: false,
             spec_error: None,
+            not_ours: Vec::new(),
         }
     }
 
@@ -186,6 +190,7 @@ impl World {
             spec_error: self.spec_error.clone(),
             target: self.target.clone(),
             candidate: self.candidate.clone(),
+            not_ours: self.not_ours.clone(),
             effective_weight: self.effective_weight(),
             analysis: None,
         }
