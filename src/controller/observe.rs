@@ -148,12 +148,10 @@ pub async fn baseline_pod_template_hash(
 
 /// True when the route already sends traffic to a Service this experiment made.
 fn split_by(exp: &ConcurrencyExperiment, route: &Value, services: &[Service]) -> bool {
-    let ours = workload::label_value(&exp.name_any());
     let in_route = traffic::route_services(route);
-    services.iter().any(|s| {
-        s.labels().get(workload::LABEL_EXPERIMENT) == Some(&ours)
-            && in_route.contains(&s.name_any())
-    })
+    services
+        .iter()
+        .any(|s| owned_by(s, exp) && in_route.contains(&s.name_any()))
 }
 
 /// True when `obj` has an owner reference to this experiment's UID: the operator made it for
@@ -274,13 +272,12 @@ pub fn spec_error(exp: &ConcurrencyExperiment, fetched: &Fetched) -> Option<Stri
 pub fn effective_weight(exp: &ConcurrencyExperiment, fetched: &Fetched) -> i32 {
     match exp.spec.traffic.router {
         Router::Replicas => {
-            let ready = |d: &Option<Deployment>| {
-                d.as_ref()
-                    .map(|d| workload::rollout_state(d).ready_replicas)
+            let ready = |d: Option<&Deployment>| {
+                d.map(|d| workload::rollout_state(d).ready_replicas)
                     .unwrap_or(0)
             };
-            let candidate = ready(&our_candidate(exp, fetched).cloned());
-            percent(candidate, ready(&fetched.target) + candidate)
+            let candidate = ready(our_candidate(exp, fetched));
+            percent(candidate, ready(fetched.target.as_ref()) + candidate)
         }
         Router::GatewayApi => match (&fetched.route, variant_service_names(exp, fetched)) {
             (Some(route), Some((baseline, candidate))) => {

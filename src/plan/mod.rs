@@ -31,6 +31,16 @@
 //! promotion) and the machine then asks for its removal (`Action::ClearApproval`).
 //! If a candidate pod fails after a stage's split was in force, the stage clock keeps running
 //! (the analyses judge the candidate); the split is re-applied as pods come back.
+//!
+//! Someone else changing things mid-flight (docs/operations.md has the table): a target pod
+//! template other than the one fingerprinted at the start (`original.templateHash`) rolls back
+//! (`TargetChanged`) while Progressing/Paused, and in Promoting until the promotion is seen
+//! written — what was judged is gone, and the candidate config must not land on an unjudged
+//! template. A target replica count the experiment did not set (`targetScale`: the last count
+//! it asked for and the one before; nor `original.replicas`) is the person's new size for the
+//! target: it becomes `original.replicas` (Event `TargetScaled`). An object by the names the
+//! experiment writes that it did not create (`Observations::not_ours`) makes a Pending
+//! experiment `Invalid` and rolls a running one back (`NotOwned`), never touching it.
 
 mod analysis;
 mod approval;
