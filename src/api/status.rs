@@ -140,6 +140,20 @@ pub struct ConcurrencyExperimentStatus {
     /// What the target looked like before the experiment, so it can be restored exactly.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub original: Option<OriginalState>,
+    /// The target's `spec.replicas` as this experiment last set it, and the count before that.
+    /// While it runs, a count that is neither of these nor `original.replicas` was set by
+    /// someone else: it becomes the target's size (`original.replicas`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub target_scale: Option<TargetScale>,
+}
+
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct TargetScale {
+    /// The count before the last scale (what the target still has if that write failed).
+    pub from: i32,
+    /// The count last asked for.
+    pub to: i32,
 }
 
 fn is_zero(n: &i32) -> bool {
@@ -249,6 +263,11 @@ pub struct OriginalState {
     /// The HTTPRoute's backendRefs before the experiment (gatewayAPI), as JSON.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub route_backend_refs: Option<String>,
+    /// Fingerprint of the target's pod template when the experiment started,
+    /// `t=<template>,c=<containers>,i=<images>,e=<env>` (SHA-256 prefixes; only `t` decides).
+    /// A different template mid-flight rolls back with reason `TargetChanged`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub template_hash: Option<String>,
 }
 
 /// A server config as it stands in a pod template. Unlike the spec's `ServerConfig` it carries

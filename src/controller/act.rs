@@ -3,14 +3,17 @@
 //! Two write styles, on purpose:
 //! - objects the operator creates (candidate Deployment, variant Services) are server-side
 //!   applied with one field manager and an owner reference, so re-applying is a no-op and
-//!   garbage collection removes them with the experiment;
+//!   garbage collection removes them with the experiment. They are only ever written or
+//!   deleted when absent or observed as this experiment's (owner reference to its UID), and
+//!   every write and delete of an existing one carries the UID it was observed with, so an
+//!   object replaced meanwhile is refused by the API server rather than taken over;
 //! - objects the user owns (target Deployment, HTTPRoute) get JSON merge patches of just the
 //!   fields the operator changes, so it never holds SSA ownership that would delete the user's
 //!   fields when released.
 
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::Service;
-use kube::api::{DeleteParams, DynamicObject, Patch, PatchParams};
+use kube::api::{DeleteParams, DynamicObject, Patch, PatchParams, Preconditions};
 use kube::runtime::events::{Event, EventType as KubeEventType};
 use kube::{Api, Resource, ResourceExt};
 use serde::Serialize;
@@ -18,7 +21,7 @@ use serde_json::json;
 
 use super::context::Context;
 use super::error::{is_not_found, Error, Result};
-use super::observe::{http_route_resource, Fetched};
+use super::observe::{http_route_resource, owned_by, owned_services, service_named, Fetched};
 use crate::api::{ConcurrencyExperiment, Router, ANNOTATION_APPROVE, ANNOTATION_RETRY};
 use crate::plan::{Action, EventType};
 use crate::{traffic, workload};
@@ -103,7 +106,12 @@ impl<'a> Actor<'a> {
         Ok(obj)
     }
 
-    async fn apply<K>(&self, obj: K) -> Result<()>
+    /// Server-side applies `obj`, where `existing` is what was observed by its name: absent,
+    /// or this experiment's — then the apply carries its UID, which the API server checks
+    /// (`metadata.uid` is immutable), so an object replaced since is not overwritten. Someone
+    /// else's is refused here. (Absent when read and created by someone in the instant before
+    /// the apply is the one case no apply can tell: there is no create-only apply.)
+    async fn apply<K>(&self, obj: K, existing: Option<&K>) -> Result<()>
     where
         K: Resource<DynamicType = (), Scope = k8s_openapi::NamespaceResourceScope>
             + Serialize
@@ -111,7 +119,16 @@ impl<'a> Actor<'a> {
             + std::fmt::Debug
             + serde::de::DeserializeOwned,
     {
-        let obj = self.owned(obj)?;
+        let mut obj = self.owned(obj)?;
+        if let Some(existing) = existing {
+            if !owned_by(existing, self.exp) {
+                return Err(Error::NotOwned {
+                    kind: K::kind(&()).to_string(),
+                    name: existing.name_any(),
+                });
+            }
+            obj.meta_mut().uid = existing.uid();
+        }
         let api: Api<K> = Api::namespaced(self.ctx.client.clone(), &self.ns);
         let params = PatchParams::apply(&self.ctx.settings.field_manager).force();
         api.patch(&obj.name_any(), &params, &Patch::Apply(&obj))
@@ -122,11 +139,17 @@ impl<'a> Actor<'a> {
     async fn ensure_candidate(&self, replicas: i32) -> Result<()> {
         let target = self.target("create the candidate")?;
         let candidate = workload::candidate_deployment(target, self.exp, replicas)?;
-        self.apply(candidate).await?;
+        self.apply(candidate, self.fetched.candidate.as_ref())
+            .await?;
         if self.exp.spec.traffic.router == Router::GatewayApi {
-            self.apply(self.candidate_service()?).await?;
+            self.apply_service(self.candidate_service()?).await?;
         }
         Ok(())
+    }
+
+    async fn apply_service(&self, service: Service) -> Result<()> {
+        let existing = service_named(self.fetched, &service.name_any());
+        self.apply(service, existing).await
     }
 
     fn user_service(&self) -> Result<&'a Service> {
@@ -226,8 +249,8 @@ impl<'a> Actor<'a> {
         let baseline = self.baseline_service()?;
         let candidate = self.candidate_service()?;
         let (baseline_name, candidate_name) = (baseline.name_any(), candidate.name_any());
-        self.apply(baseline).await?;
-        self.apply(candidate).await?;
+        self.apply_service(baseline).await?;
+        self.apply_service(candidate).await?;
         let route = self.route()?;
         let patch = traffic::weighted_route_patch(
             route,
@@ -251,22 +274,28 @@ impl<'a> Actor<'a> {
         self.patch_route(patch).await
     }
 
-    /// Deletes the candidate Deployment and, for gatewayAPI, the variant Services. Background
+    /// Deletes the candidate Deployment and, for gatewayAPI, the variant Services — only those
+    /// observed as this experiment's, each with a precondition on the UID it was observed with,
+    /// so an object replaced meanwhile is never deleted (the API server answers 409). Background
     /// propagation returns at once; a 404 means it is already gone.
     async fn remove_candidate(&self) -> Result<()> {
-        let dp = DeleteParams::background();
-        let deployments: Api<Deployment> = Api::namespaced(self.ctx.client.clone(), &self.ns);
-        let name = workload::candidate_name(&self.exp.spec.target_ref.name);
-        ignore_not_found(deployments.delete(&name, &dp).await)?;
-        if self.exp.spec.traffic.router == Router::GatewayApi {
-            if let Some(service) = &self.fetched.service {
-                let services: Api<Service> = Api::namespaced(self.ctx.client.clone(), &self.ns);
-                for name in [
-                    workload::candidate_service_name(&service.name_any()),
-                    workload::baseline_service_name(&service.name_any()),
-                ] {
-                    ignore_not_found(services.delete(&name, &dp).await)?;
-                }
+        if let Some(candidate) = self.fetched.candidate.as_ref() {
+            if owned_by(candidate, self.exp) {
+                let deployments: Api<Deployment> =
+                    Api::namespaced(self.ctx.client.clone(), &self.ns);
+                let dp = delete_params(candidate);
+                ignore_not_found(deployments.delete(&candidate.name_any(), &dp).await)?;
+            }
+        }
+        // Found by owner, not by the user's Service: that one may no longer select the target.
+        let services: Api<Service> = Api::namespaced(self.ctx.client.clone(), &self.ns);
+        for variant in [workload::VARIANT_CANDIDATE, workload::VARIANT_BASELINE] {
+            let of_variant = owned_services(self.exp, self.fetched).filter(|s| {
+                s.labels().get(workload::LABEL_VARIANT).map(String::as_str) == Some(variant)
+            });
+            for service in of_variant {
+                let dp = delete_params(service);
+                ignore_not_found(services.delete(&service.name_any(), &dp).await)?;
             }
         }
         Ok(())
@@ -305,6 +334,17 @@ impl<'a> Actor<'a> {
         if let Err(e) = self.ctx.recorder.publish(&event, &reference).await {
             tracing::warn!(error = %e, reason, "could not publish event");
         }
+    }
+}
+
+/// Background deletion of exactly the object observed: its UID is a precondition.
+fn delete_params<K: Resource>(observed: &K) -> DeleteParams {
+    DeleteParams {
+        preconditions: Some(Preconditions {
+            uid: observed.uid(),
+            resource_version: None,
+        }),
+        ..DeleteParams::background()
     }
 }
 

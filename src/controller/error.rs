@@ -22,6 +22,9 @@ pub enum Error {
     #[error(transparent)]
     Workload(#[from] crate::workload::WorkloadError),
 
+    #[error("{kind} {name} exists and is not managed by this experiment; it is left alone")]
+    NotOwned { kind: String, name: String },
+
     #[error("HTTPRoute {name}: {reason}")]
     Route { name: String, reason: String },
 
@@ -44,6 +47,7 @@ impl Error {
             Error::MissingNamespace => "MissingNamespace",
             Error::TargetMissing { .. } => "TargetMissing",
             Error::Workload(e) => e.category(),
+            Error::NotOwned { .. } => "NotOwned",
             Error::Route { .. } => "RouteInvalid",
             Error::StatusConflict { .. } => "StatusConflict",
             Error::Config(_) => "Config",

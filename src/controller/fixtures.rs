@@ -175,10 +175,12 @@ impl Call {
     }
 }
 
-/// A small stateful fake API server keyed by object path: GET and DELETE (404 when absent),
-/// server-side apply stores the body, JSON patches and merge patches are applied (a merge patch
-/// carrying a stale `metadata.resourceVersion` is a 409), POST (Events) is accepted. Every call
-/// is recorded in order.
+/// A small stateful fake API server keyed by object path: GET and DELETE (404 when absent; a
+/// delete whose `preconditions.uid` is not the object's is a 409), server-side apply stores the
+/// body (a new object gets a UID, an existing one keeps its own; a body naming another UID is a
+/// 422, as `metadata.uid` is immutable), JSON patches and merge patches are applied (a merge
+/// patch carrying a stale `metadata.resourceVersion` is a 409), POST (Events) is accepted.
+/// Every call is recorded in order.
 #[derive(Clone)]
 pub struct FakeApi {
     pub objects: Arc<Mutex<BTreeMap<String, Value>>>,
@@ -336,11 +338,21 @@ impl FakeApi {
                 }
                 None => status_response(StatusCode::NOT_FOUND, "NotFound", &path),
             },
-            "DELETE" => match objects.remove(&key) {
-                Some(_) => json_response(
-                    StatusCode::OK,
-                    &json!({"kind": "Status", "status": "Success"}),
-                ),
+            "DELETE" => match objects.get(&key) {
+                Some(obj)
+                    if body
+                        .pointer("/preconditions/uid")
+                        .is_some_and(|uid| Some(uid) != obj.pointer("/metadata/uid")) =>
+                {
+                    status_response(StatusCode::CONFLICT, "Conflict", &path)
+                }
+                Some(_) => {
+                    objects.remove(&key);
+                    json_response(
+                        StatusCode::OK,
+                        &json!({"kind": "Status", "status": "Success"}),
+                    )
+                }
                 None => status_response(StatusCode::NOT_FOUND, "NotFound", &path),
             },
             "POST" => json_response(StatusCode::CREATED, &body),
@@ -348,7 +360,17 @@ impl FakeApi {
                 let ct = content_type.unwrap_or_default();
                 let mut obj = objects.get(&key).cloned().unwrap_or(Value::Null);
                 if ct.starts_with("application/apply-patch") {
+                    let stored = obj.pointer("/metadata/uid").cloned();
+                    let applied = body.pointer("/metadata/uid").cloned();
+                    if stored.is_some() && applied.is_some() && stored != applied {
+                        return status_response(StatusCode::UNPROCESSABLE_ENTITY, "Invalid", &path);
+                    }
+                    let version = self.version.load(std::sync::atomic::Ordering::SeqCst);
+                    let uid = stored.unwrap_or_else(|| json!(format!("uid-{version}")));
                     obj = body;
+                    if let Some(meta) = obj.get_mut("metadata").and_then(Value::as_object_mut) {
+                        meta.insert("uid".into(), uid);
+                    }
                 } else if ct.starts_with("application/json-patch") {
                     let ops: json_patch::Patch =
                         serde_json::from_value(apiserver_test_semantics(&obj, body)).unwrap();

@@ -114,3 +114,73 @@ async fn gateway_router_saves_the_route_shifts_weights_and_restores_it() {
     reconcile_stored(&fake).await.unwrap();
     assert_eq!(stored_phase(&fake), Phase::RolledBack);
 }
+
+#[tokio::test]
+async fn a_target_rollout_mid_stage_puts_the_route_back_first_and_repins_nothing() {
+    let fake = gateway_objects(
+        FakeApi::default()
+            .with(EXP, gateway_experiment())
+            .with(TARGET, target(6, 6)),
+    );
+    reconcile_stored(&fake).await.unwrap();
+    set_ready(&fake, CANDIDATE, 2);
+    reconcile_stored(&fake).await.unwrap();
+    let candidate_svc = format!("{SERVICES}/storefront-candidate");
+    let baseline_svc = format!("{SERVICES}/storefront-baseline");
+    assert!(fake.get::<serde_json::Value>(&baseline_svc).is_some());
+
+    // A person rolls out a new image: the baseline Service pins the old ReplicaSet's pods,
+    // which the rollout is about to take away.
+    let mut t: serde_json::Value = fake.get(TARGET).unwrap();
+    t["spec"]["template"]["spec"]["containers"][0]["image"] =
+        json!("registry.example/storefront:1.5");
+    t["metadata"]["generation"] = json!(4);
+    fake.put(TARGET, t);
+    fake.clear_calls();
+    reconcile_stored(&fake).await.unwrap();
+    let writes: Vec<String> = fake
+        .lines()
+        .into_iter()
+        .filter(|l| !l.starts_with("GET"))
+        .collect();
+    assert_eq!(
+        writes,
+        [format!("PATCH {EXP}/status"), format!("PATCH {ROUTE}")],
+        "traffic back on the user's Service first; the baseline Service is not re-pinned"
+    );
+    let exp: ConcurrencyExperiment = fake.get(EXP).unwrap();
+    let decision = exp.status.unwrap().decision.unwrap();
+    assert_eq!(decision.reason, "TargetChanged");
+    assert!(
+        decision.message.contains("(image changed)"),
+        "{}",
+        decision.message
+    );
+    let route: serde_json::Value = fake.get(ROUTE).unwrap();
+    assert_eq!(
+        route["spec"]["rules"][0]["backendRefs"],
+        json!([{"name": "storefront", "port": 80}])
+    );
+
+    // Then the candidate and both Services go, each as the object observed.
+    fake.clear_calls();
+    reconcile_stored(&fake).await.unwrap();
+    let deletes: Vec<_> = fake
+        .calls()
+        .into_iter()
+        .filter(|c| c.method == "DELETE")
+        .collect();
+    assert_eq!(
+        deletes.iter().map(|c| c.line()).collect::<Vec<_>>(),
+        [
+            format!("DELETE {CANDIDATE}"),
+            format!("DELETE {candidate_svc}"),
+            format!("DELETE {baseline_svc}")
+        ]
+    );
+    for d in &deletes {
+        assert!(d.body["preconditions"]["uid"].is_string(), "{}", d.body);
+    }
+    reconcile_stored(&fake).await.unwrap();
+    assert_eq!(stored_phase(&fake), Phase::RolledBack);
+}

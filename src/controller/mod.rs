@@ -26,6 +26,8 @@ mod gateway_tests;
 #[cfg(test)]
 mod metrics_tests;
 #[cfg(test)]
+mod owner_tests;
+#[cfg(test)]
 mod promote_tests;
 #[cfg(test)]
 mod run_tests;

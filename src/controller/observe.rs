@@ -36,6 +36,9 @@ pub struct Fetched {
     pub route: Option<Value>,
     /// gatewayAPI only: the Service the route sends the target's traffic to.
     pub service: Option<Service>,
+    /// gatewayAPI only: every Service in the namespace (to find the variant Services, ours or
+    /// someone else's by the same name).
+    pub services: Vec<Service>,
     /// gatewayAPI only: `pod-template-hash` of the target's current ReplicaSet, which the
     /// baseline Service pins so it never selects candidate pods.
     pub baseline_hash: Option<String>,
@@ -85,6 +88,7 @@ pub async fn fetch(
         _ => None,
     };
     let (mut route, mut service, mut baseline_hash, mut service_error) = (None, None, None, None);
+    let mut all_services = Vec::new();
     if exp.spec.traffic.router == Router::GatewayApi {
         if let Some(name) = &exp.spec.traffic.http_route {
             let routes: Api<DynamicObject> =
@@ -107,6 +111,7 @@ pub async fn fetch(
                 Err(e) => service_error = Some(e.to_string()),
             }
             baseline_hash = baseline_pod_template_hash(client, t).await?;
+            all_services = services;
         }
     }
     Ok(Fetched {
@@ -114,6 +119,7 @@ pub async fn fetch(
         candidate,
         route,
         service,
+        services: all_services,
         baseline_hash,
         service_error,
         rivals: rivals(&on_target, exp),
@@ -301,12 +307,89 @@ pub async fn baseline_pod_template_hash(
 
 /// True when the route already sends traffic to a Service this experiment made.
 fn split_by(exp: &ConcurrencyExperiment, route: &Value, services: &[Service]) -> bool {
-    let ours = workload::label_value(&exp.name_any());
     let in_route = traffic::route_services(route);
-    services.iter().any(|s| {
-        s.labels().get(workload::LABEL_EXPERIMENT) == Some(&ours)
-            && in_route.contains(&s.name_any())
-    })
+    services
+        .iter()
+        .any(|s| owned_by(s, exp) && in_route.contains(&s.name_any()))
+}
+
+/// True when `obj` has an owner reference to this experiment's UID: the operator made it for
+/// this experiment. Labels are no proof — anyone can copy them (a copy of the candidate's
+/// manifest, another tool).
+pub fn owned_by<K: Resource>(obj: &K, exp: &ConcurrencyExperiment) -> bool {
+    exp.uid()
+        .is_some_and(|uid| obj.owner_references().iter().any(|r| r.uid == uid))
+}
+
+/// The existing Service named `name`, if any (gatewayAPI).
+pub fn service_named<'a>(fetched: &'a Fetched, name: &str) -> Option<&'a Service> {
+    fetched.services.iter().find(|s| s.name_any() == name)
+}
+
+/// The variant Services this experiment made (gatewayAPI), whatever the user's Service is now.
+pub fn owned_services<'a>(
+    exp: &'a ConcurrencyExperiment,
+    fetched: &'a Fetched,
+) -> impl Iterator<Item = &'a Service> + 'a {
+    fetched
+        .services
+        .iter()
+        .filter(move |s| owned_by(*s, exp) && s.labels().contains_key(workload::LABEL_VARIANT))
+}
+
+/// The (baseline, candidate) Service names the route is split between: those this experiment
+/// made — found by owner, so a user Service that no longer selects the target (its labels
+/// changed) does not hide them — else the ones it would make for the user's Service.
+fn variant_service_names(
+    exp: &ConcurrencyExperiment,
+    fetched: &Fetched,
+) -> Option<(String, String)> {
+    let ours = |variant: &str| {
+        owned_services(exp, fetched)
+            .find(|s| s.labels().get(workload::LABEL_VARIANT).map(String::as_str) == Some(variant))
+            .map(|s| s.name_any())
+    };
+    let derived = fetched.service.as_ref().map(|s| {
+        (
+            workload::baseline_service_name(&s.name_any()),
+            workload::candidate_service_name(&s.name_any()),
+        )
+    });
+    match (
+        ours(workload::VARIANT_BASELINE),
+        ours(workload::VARIANT_CANDIDATE),
+    ) {
+        (Some(b), Some(c)) => Some((b, c)),
+        (b, c) => derived.map(|(db, dc)| (b.unwrap_or(db), c.unwrap_or(dc))),
+    }
+}
+
+/// Objects where this experiment would write its own that it did not create: a Deployment
+/// named `<target>-candidate`, Services `<svc>-baseline`/`<svc>-candidate` (gatewayAPI). The
+/// operator never writes or deletes them; the stage machine refuses to start, or rolls back.
+pub fn not_ours(exp: &ConcurrencyExperiment, fetched: &Fetched) -> Vec<String> {
+    let mut found = Vec::new();
+    if let Some(c) = fetched.candidate.as_ref().filter(|c| !owned_by(*c, exp)) {
+        found.push(format!("Deployment {}", c.name_any()));
+    }
+    if exp.spec.traffic.router == Router::GatewayApi {
+        if let Some(service) = &fetched.service {
+            for name in [
+                workload::baseline_service_name(&service.name_any()),
+                workload::candidate_service_name(&service.name_any()),
+            ] {
+                if service_named(fetched, &name).is_some_and(|s| !owned_by(s, exp)) {
+                    found.push(format!("Service {name}"));
+                }
+            }
+        }
+    }
+    found
+}
+
+/// The candidate Deployment, if this experiment made it.
+fn our_candidate<'a>(exp: &ConcurrencyExperiment, fetched: &'a Fetched) -> Option<&'a Deployment> {
+    fetched.candidate.as_ref().filter(|c| owned_by(*c, exp))
 }
 
 fn flag(exp: &ConcurrencyExperiment, annotation: &str) -> bool {
@@ -348,24 +431,30 @@ pub fn spec_error(exp: &ConcurrencyExperiment, fetched: &Fetched) -> Option<Stri
 pub fn effective_weight(exp: &ConcurrencyExperiment, fetched: &Fetched) -> i32 {
     match exp.spec.traffic.router {
         Router::Replicas => {
-            let ready = |d: &Option<Deployment>| {
-                d.as_ref()
-                    .map(|d| workload::rollout_state(d).ready_replicas)
+            let ready = |d: Option<&Deployment>| {
+                d.map(|d| workload::rollout_state(d).ready_replicas)
                     .unwrap_or(0)
             };
-            let candidate = ready(&fetched.candidate);
-            percent(candidate, ready(&fetched.target) + candidate)
+            let candidate = ready(our_candidate(exp, fetched));
+            percent(candidate, ready(fetched.target.as_ref()) + candidate)
         }
-        Router::GatewayApi => match (&fetched.route, &fetched.service) {
-            (Some(route), Some(service)) => traffic::route_weight(
-                route,
-                &workload::baseline_service_name(&service.name_any()),
-                &workload::candidate_service_name(&service.name_any()),
-            )
-            .unwrap_or(0),
+        Router::GatewayApi => match (&fetched.route, variant_service_names(exp, fetched)) {
+            (Some(route), Some((baseline, candidate))) => {
+                traffic::route_weight(route, &baseline, &candidate).unwrap_or(0)
+            }
             _ => 0,
         },
     }
+}
+
+/// The fingerprint of the Deployment's pod template, as `status.original.templateHash` keeps it.
+pub fn template_hash(d: &Deployment) -> String {
+    let template = d
+        .spec
+        .as_ref()
+        .map(|s| s.template.clone())
+        .unwrap_or_default();
+    workload::TemplateFingerprint::of(&template).to_string()
 }
 
 /// Everything but the analysis, which the reconciler adds when it is due.
@@ -375,12 +464,12 @@ pub fn observations(
     now: jiff::Timestamp,
 ) -> Observations {
     let container = exp.spec.container.as_deref();
-    let target = fetched.target.as_ref().and_then(|d| {
-        Some(TargetState {
-            deployment: workload::rollout_state(d),
-            baseline: workload::read_baseline(d, container).ok()?,
-            runs_candidate_config: workload::runs_config(d, &exp.spec.candidate, container),
-        })
+    // A target whose app container is gone is still the target: it must be restored.
+    let target = fetched.target.as_ref().map(|d| TargetState {
+        deployment: workload::rollout_state(d),
+        baseline: workload::read_baseline(d, container).ok(),
+        runs_candidate_config: workload::runs_config(d, &exp.spec.candidate, container),
+        template_hash: template_hash(d),
     });
     Observations {
         now,
@@ -393,12 +482,12 @@ pub fn observations(
         other_experiment: fetched.others.first().cloned(),
         spec_error: spec_error(exp, fetched),
         target,
-        candidate: fetched.candidate.as_ref().map(workload::rollout_state),
-        candidate_runs_spec_config: fetched
-            .candidate
-            .as_ref()
+        // Someone else's Deployment by that name is not the candidate (see `not_ours`).
+        candidate: our_candidate(exp, fetched).map(workload::rollout_state),
+        candidate_runs_spec_config: our_candidate(exp, fetched)
             .is_some_and(|d| workload::runs_config(d, &exp.spec.candidate, container)),
         candidate_problem: fetched.candidate_problem.clone(),
+        not_ours: not_ours(exp, fetched),
         effective_weight: effective_weight(exp, fetched),
         analysis: None,
     }
@@ -537,11 +626,94 @@ mod tests {
         let mut f = fetched(Some(target(4, 4)));
         let mut candidate = target(2, 2);
         candidate.metadata.name = Some("storefront-candidate".into());
+        candidate.metadata.owner_references =
+            Some(vec![workload::experiment_owner_ref(&exp).unwrap()]);
         f.candidate = Some(candidate);
         let obs = observations(&exp, &f, jiff::Timestamp::now());
         assert_eq!(obs.effective_weight, 33);
         assert_eq!(obs.target.unwrap().deployment.replicas, 4);
         assert_eq!(obs.candidate.unwrap().ready_replicas, 2);
+        assert!(obs.not_ours.is_empty());
+    }
+
+    #[test]
+    fn the_gateway_split_is_read_from_our_services_even_without_the_users() {
+        let exp: ConcurrencyExperiment = {
+            let mut e = experiment();
+            e.spec.traffic =
+                serde_json::from_value(json!({"router": "gatewayAPI", "httpRoute": "storefront"}))
+                    .unwrap();
+            e
+        };
+        let owner = serde_json::to_value(workload::experiment_owner_ref(&exp).unwrap()).unwrap();
+        let ours = |name: &str, variant: &str| -> Service {
+            serde_json::from_value(json!({"metadata": {
+                "name": name, "namespace": "shop", "ownerReferences": [owner],
+                "labels": {workload::LABEL_VARIANT: variant},
+            }}))
+            .unwrap()
+        };
+        let route = json!({"metadata": {"namespace": "shop"}, "spec": {"rules": [{"backendRefs": [
+            {"name": "web-baseline", "port": 80, "weight": 30},
+            {"name": "web-candidate", "port": 80, "weight": 70},
+        ]}]}});
+        let f = Fetched {
+            target: Some(target(6, 6)),
+            route: Some(route),
+            // The user's Service no longer selects the target (its labels changed).
+            service: None,
+            services: vec![
+                ours("web-baseline", "baseline"),
+                ours("web-candidate", "candidate"),
+            ],
+            ..Fetched::default()
+        };
+        assert_eq!(
+            effective_weight(&exp, &f),
+            70,
+            "not 0: the route is not restored"
+        );
+    }
+
+    #[test]
+    fn a_candidate_name_taken_by_someone_else_is_not_the_candidate() {
+        let exp = experiment();
+        let mut f = fetched(Some(target(4, 4)));
+        let mut theirs = target(2, 2);
+        theirs.metadata.name = Some("storefront-candidate".into());
+        // Our labels, even an owner reference to another object: no proof without our UID.
+        theirs.labels_mut().insert(
+            workload::LABEL_EXPERIMENT.into(),
+            "storefront-puma-4".into(),
+        );
+        let mut other = workload::experiment_owner_ref(&exp).unwrap();
+        other.uid = "someone-else".into();
+        theirs.metadata.owner_references = Some(vec![other]);
+        f.candidate = Some(theirs);
+        let obs = observations(&exp, &f, jiff::Timestamp::now());
+        assert_eq!(obs.candidate, None);
+        assert_eq!(obs.effective_weight, 0, "its pods are not the candidate's");
+        assert_eq!(obs.not_ours, ["Deployment storefront-candidate"]);
+    }
+
+    #[test]
+    fn a_target_whose_app_container_is_gone_is_still_the_target() {
+        let mut t = target(3, 1);
+        let before = template_hash(&t);
+        assert_eq!(before, template_hash(&target(3, 1)), "stable");
+        let pod = t.spec.as_mut().unwrap().template.spec.as_mut().unwrap();
+        pod.containers[0].name = "app".into();
+        let obs = observations(&experiment(), &fetched(Some(t)), jiff::Timestamp::now());
+        let seen = obs
+            .target
+            .expect("observed, so that a rollback restores it");
+        assert_eq!(seen.baseline, None);
+        assert_eq!(
+            (seen.deployment.replicas, seen.deployment.ready_replicas),
+            (3, 1)
+        );
+        assert_ne!(seen.template_hash, before);
+        assert!(obs.spec_error.unwrap().starts_with("spec.container"));
     }
 
     #[test]

@@ -96,7 +96,10 @@ async fn pending_experiment_applies_the_candidate_after_recording_status() {
     assert_eq!(s["phase"], json!("Progressing"));
     assert_eq!(s["stage"], json!("1/3"));
     assert_eq!(s["plannedWeight"], json!(30));
-    assert_eq!(s["original"], json!({"replicas": 6}));
+    assert_eq!(
+        s["original"],
+        json!({"replicas": 6, "templateHash": super::observe::template_hash(&target(6, 6))})
+    );
     assert_eq!(s["observedGeneration"], json!(1));
 }
 
@@ -428,7 +431,7 @@ async fn the_retry_annotation_restarts_a_rolled_back_experiment_and_is_removed()
         phase: Phase::RolledBack,
         original: Some(crate::api::OriginalState {
             replicas: 4,
-            route_backend_refs: None,
+            ..Default::default()
         }),
         ..Default::default()
     });

@@ -11,8 +11,9 @@ use super::validate::{validate, Timing};
 use super::{analysis, approval, conditions, finish, progress, retry, timing};
 use crate::api::{
     ConcurrencyExperimentSpec, ConcurrencyExperimentStatus, Decision, DecisionAction,
-    OriginalState, Phase, RenderedServer, VariantStatus,
+    OriginalState, Phase, RenderedServer, TargetScale, VariantStatus,
 };
+use crate::workload::TemplateFingerprint;
 
 /// One reconcile: what to do and the status to write. Pure, level-triggered and idempotent:
 /// every action is repeated until its effect shows up in the observations, so the shell may
@@ -31,6 +32,7 @@ pub fn step(
 }
 
 fn run(cx: &mut Ctx) {
+    follow_target_scale(cx);
     if cx.obs.deleting {
         return finish::delete(cx);
     }
@@ -38,6 +40,11 @@ fn run(cx: &mut Ctx) {
     retry::handle(cx);
     let phase = cx.status.phase;
     if phase.is_terminal() {
+        return;
+    }
+    // Before the spec: a renamed app container is the target's change, not a spec error.
+    target_changed(cx);
+    if in_the_way(cx) {
         return;
     }
     let timing = match validate(cx.spec, cx.obs.spec_error.as_deref()) {
@@ -79,6 +86,116 @@ fn run(cx: &mut Ctx) {
     }
 }
 
+/// The target's pod template is not the one the experiment started with (image, env, a
+/// container renamed or removed, a rollout restart…): the baseline being compared is gone,
+/// and promoting would write the candidate config onto a template nobody judged — roll back.
+/// In Promoting this holds until the promotion is seen written; after that the template
+/// differs because of it.
+fn target_changed(cx: &mut Ctx) {
+    let Some(target) = &cx.obs.target else {
+        return;
+    };
+    let phase = cx.status.phase;
+    let promoting = phase == Phase::Promoting && !target.runs_candidate_config;
+    if !(matches!(phase, Phase::Progressing | Phase::Paused) || promoting) {
+        return;
+    }
+    let Some(original) = cx.status.original.as_mut() else {
+        return;
+    };
+    let Some(recorded) = &original.template_hash else {
+        // Started by an operator that did not record it: compared from now on.
+        if phase != Phase::Promoting {
+            original.template_hash = Some(target.template_hash.clone());
+        }
+        return;
+    };
+    let before = TemplateFingerprint::parse(recorded);
+    let now = TemplateFingerprint::parse(&target.template_hash);
+    if !before.differs(&now) {
+        return;
+    }
+    let msg = format!(
+        "Deployment {}'s pod template was changed by someone else mid-flight ({} changed); \
+         the candidate was judged against the old one. Restoring the target to {} replicas, \
+         then removing the candidate.",
+        cx.spec.target_ref.name,
+        before.changes(&now).join(", "),
+        original.replicas
+    );
+    cx.start_rollback("TargetChanged", msg);
+}
+
+/// Someone else set the target's replicas to a count this experiment did not set (neither the
+/// last it asked for, nor the one before, nor the original): take it as the person's intent for
+/// the target's total size. It becomes `original.replicas`, so the split is recomputed from it
+/// and a rollback or promotion restores it — rather than fighting it, or restoring a size the
+/// person just changed.
+fn follow_target_scale(cx: &mut Ctx) {
+    let (Some(target), Some(scale)) = (&cx.obs.target, cx.status.target_scale) else {
+        return;
+    };
+    let running = matches!(
+        cx.status.phase,
+        Phase::Progressing | Phase::Paused | Phase::Promoting | Phase::RollingBack
+    );
+    let Some(original) = cx.status.original.as_mut().filter(|_| running) else {
+        return;
+    };
+    let now = target.deployment.replicas;
+    if [scale.from, scale.to, original.replicas].contains(&now) {
+        return;
+    }
+    let before = std::mem::replace(&mut original.replicas, now);
+    cx.status.target_scale = Some(TargetScale { from: now, to: now });
+    let msg = format!(
+        "Deployment {} was scaled to {now} replicas by someone else (it had {before} before the \
+         experiment): {now} is its size from now on — the split follows it, and a rollback or \
+         promotion restores {now}.",
+        cx.spec.target_ref.name
+    );
+    cx.event(EventType::Normal, "TargetScaled", msg);
+}
+
+/// Objects by the names this experiment writes exist and are not its own (`not_ours`): it
+/// never adopts, overwrites or deletes them. Before it made anything that is `Invalid`; later
+/// someone replaced one of its objects, and it rolls back around it (the shell only ever
+/// deletes objects it observed as its own). True when the experiment stops here.
+fn in_the_way(cx: &mut Ctx) -> bool {
+    let found = &cx.obs.not_ours;
+    if found.is_empty() {
+        return false;
+    }
+    let what = match found.as_slice() {
+        [one] => one.clone(),
+        [init @ .., last] => format!("{} and {last}", init.join(", ")),
+        [] => return false,
+    };
+    let (exists, is, it) = if found.len() == 1 {
+        ("exists", "is", "it")
+    } else {
+        ("exist", "are", "them")
+    };
+    match cx.status.phase {
+        Phase::Pending => {
+            let msg = format!(
+                "{what} {exists} and {is} not managed by this experiment; rename or delete {it}"
+            );
+            invalid(cx, msg);
+            true
+        }
+        Phase::Progressing | Phase::Paused => {
+            let msg = format!(
+                "{what} {exists} but {is} not managed by this experiment (replaced by someone \
+                 else); rolling back without touching {it}."
+            );
+            cx.start_rollback("NotOwned", msg);
+            false
+        }
+        _ => false,
+    }
+}
+
 fn invalid(cx: &mut Ctx, msg: String) {
     cx.status.phase = Phase::Invalid;
     cx.status.message = Some(format!("The experiment cannot run: {msg}."));
@@ -103,6 +220,7 @@ fn pending(cx: &mut Ctx, t: &Timing) {
         cx.status.original = Some(OriginalState {
             replicas: target.deployment.replicas,
             route_backend_refs: None,
+            template_hash: Some(target.template_hash.clone()),
         });
     }
     cx.update_variants();
@@ -151,6 +269,7 @@ impl<'a> Ctx<'a> {
     }
 
     fn finish(mut self) -> Step {
+        self.record_target_scale();
         let phase = self.status.phase;
         // A terminal status is left alone once written; replays must not touch it.
         if !phase.is_terminal() || phase != self.initial_phase {
@@ -173,6 +292,43 @@ impl<'a> Ctx<'a> {
                 self.requeue
             },
             release_finalizer: self.release,
+        }
+    }
+
+    /// Keeps only the last `ScaleTarget` of the step — the size the step leaves the target at
+    /// (an earlier one that ran alone would be a count never recorded, and look like someone
+    /// else's) — and records it in `status.targetScale`, with the count it replaces.
+    fn record_target_scale(&mut self) {
+        let Some(target) = &self.obs.target else {
+            return;
+        };
+        let is_scale = |a: &Action| matches!(a, Action::ScaleTarget { .. });
+        let mut earlier = self
+            .actions
+            .iter()
+            .filter(|a| is_scale(a))
+            .count()
+            .saturating_sub(1);
+        self.actions.retain(|a| {
+            let drop = earlier > 0 && is_scale(a);
+            earlier -= usize::from(drop);
+            !drop
+        });
+        let asked = self.actions.iter().find_map(|a| match a {
+            Action::ScaleTarget { replicas } => Some(*replicas),
+            _ => None,
+        });
+        let from = target.deployment.replicas;
+        let phase = self.status.phase;
+        let running = phase != Phase::Pending && !phase.is_terminal();
+        match asked {
+            Some(to) => self.status.target_scale = Some(TargetScale { from, to }),
+            // From the first step on (and for experiments started before this was recorded),
+            // so that a person's scaling is told apart even when the experiment never scales.
+            None if running && self.status.target_scale.is_none() => {
+                self.status.target_scale = Some(TargetScale { from, to: from })
+            }
+            None => {}
         }
     }
 
@@ -282,13 +438,21 @@ impl<'a> Ctx<'a> {
         self.status.effective_weight = self.obs.effective_weight;
         let target_name = &self.spec.target_ref.name;
         if let Some(t) = &self.obs.target {
-            let pods = self.status.baseline.as_ref().and_then(|b| b.pods.clone());
+            let previous = self.status.baseline.take();
+            let pods = previous.as_ref().and_then(|b| b.pods.clone());
+            // With its app container gone, the config last read from the target is the best
+            // account of what the baseline ran.
+            let config = t
+                .baseline
+                .clone()
+                .or_else(|| previous.map(|b| b.config))
+                .unwrap_or_default();
             self.status.baseline = Some(VariantStatus {
                 deployment: target_name.clone(),
                 replicas: t.deployment.replicas,
                 ready_replicas: t.deployment.ready_replicas,
-                summary: t.baseline.summary(),
-                config: t.baseline.clone(),
+                summary: config.summary(),
+                config,
                 pods,
             });
         }

@@ -42,6 +42,16 @@
 //! Paused restarts at stage 1 with a fresh history (Event `SpecChanged`): what was measured
 //! belongs to the old config. A candidate shrinks only once its traffic is back on the
 //! baseline.
+//!
+//! Someone else changing things mid-flight (docs/operations.md has the table): a target pod
+//! template other than the one fingerprinted at the start (`original.templateHash`) rolls back
+//! (`TargetChanged`) while Progressing/Paused, and in Promoting until the promotion is seen
+//! written — what was judged is gone, and the candidate config must not land on an unjudged
+//! template. A target replica count the experiment did not set (`targetScale`: the last count
+//! it asked for and the one before; nor `original.replicas`) is the person's new size for the
+//! target: it becomes `original.replicas` (Event `TargetScaled`). An object by the names the
+//! experiment writes that it did not create (`Observations::not_ours`) makes a Pending
+//! experiment `Invalid` and rolls a running one back (`NotOwned`), never touching it.
 
 mod analysis;
 mod approval;
@@ -61,7 +71,5 @@ pub use analysis::{failing_checks, INCONCLUSIVE_LIMIT, KEPT_ANALYSES, NO_DATA_LI
 pub use machine::step;
 pub use observations::*;
 pub use progress::{AWAITING_APPROVAL, PAUSED_BY_USER, PROGRESS_DEADLINE_EXCEEDED};
-pub use timing::{
-    analysis_due, deadline_passed, next_analysis_at, AFTER_WRITE, POLL, TARGET_POLL,
-};
+pub use timing::{analysis_due, deadline_passed, next_analysis_at, AFTER_WRITE, POLL, TARGET_POLL};
 pub use validate::{validate, Timing};

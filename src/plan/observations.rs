@@ -32,7 +32,8 @@ pub struct Observations {
     pub spec_error: Option<String>,
     /// The target Deployment; `None` when it does not exist.
     pub target: Option<TargetState>,
-    /// The candidate Deployment; `None` when it does not exist (yet, or any more).
+    /// The candidate Deployment; `None` when it does not exist (yet, or any more), or is not
+    /// this experiment's (then it is in `not_ours`).
     pub candidate: Option<DeploymentState>,
     /// The candidate Deployment's template carries `spec.candidate` (false when it does not
     /// exist): until it does, the candidate is re-applied and its split is not in force.
@@ -41,6 +42,10 @@ pub struct Observations {
     /// waiting: CrashLoopBackOff`), when it exists with fewer ready than wanted replicas and
     /// its pods say. Only for messages: a missed progress deadline names it.
     pub candidate_problem: Option<String>,
+    /// Objects by the names this experiment writes that it did not create (no owner reference
+    /// to it), e.g. `Deployment storefront-candidate`. They are never written or deleted: a
+    /// Pending experiment is `Invalid`, a running one rolls back around them (`NotOwned`).
+    pub not_ours: Vec<String>,
     /// The split currently applied by the router, percent of traffic to the candidate.
     /// For `replicas` this is derived from ready pods; for `gatewayAPI` it is the route weight.
     pub effective_weight: i32,
@@ -48,13 +53,18 @@ pub struct Observations {
     pub analysis: Option<AnalysisOutcome>,
 }
 
+/// The target Deployment; present whenever it exists, even with a template the experiment can
+/// no longer read (its app container renamed or removed) — it must still be restored.
 #[derive(Clone, Debug, PartialEq)]
 pub struct TargetState {
     pub deployment: DeploymentState,
-    /// The server config read back from the target's pod template.
-    pub baseline: RenderedServer,
+    /// The server config read back from the target's pod template; `None` when the app
+    /// container is gone.
+    pub baseline: Option<RenderedServer>,
     /// The target's template already carries the candidate config (promotion written).
     pub runs_candidate_config: bool,
+    /// `workload::TemplateFingerprint` of the pod template, as text.
+    pub template_hash: String,
 }
 
 #[derive(Clone, Debug, PartialEq, Default)]

@@ -1,8 +1,14 @@
 //! `gatewayAPI` router: the two Services an HTTPRoute splits traffic between.
 //!
 //! Candidate pods carry the target's labels (so the `replicas` router works through the
-//! user's Service), which means a Service selecting only those labels would reach both
-//! variants. The baseline Service therefore also pins the target's current `pod-template-hash`.
+//! user's Service, and NetworkPolicies, PodMonitors or PDBs on those labels cover them too),
+//! which means a Service selecting only those labels would reach both variants. A Service
+//! selector is equality-only — there is no "not the candidate" — so the baseline Service also
+//! pins the target's current `pod-template-hash`. That pin is only sound while the target's
+//! template stays the one the experiment started with: a change (a rollout would leave the
+//! pinned hash without pods) rolls the experiment back (`TargetChanged`), and the rollback
+//! puts the route back on the user's Service before anything else; the baseline Service is
+//! never re-pinned to a new ReplicaSet.
 
 use std::collections::BTreeMap;
 

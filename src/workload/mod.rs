@@ -5,12 +5,14 @@
 mod baseline;
 mod deployment;
 mod error;
+mod fingerprint;
 mod names;
 mod render;
 
 pub use baseline::*;
 pub use deployment::*;
 pub use error::*;
+pub use fingerprint::*;
 pub use names::*;
 pub use render::*;
 

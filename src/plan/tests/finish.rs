@@ -85,8 +85,10 @@ fn promotion_needs_the_candidate_config_in_the_target() {
     let mut run = Run::new(spec, 2);
     run.tick(None);
     until(&mut run, Phase::Promoting);
-    // Someone (or a failed patch) left the old template in place.
-    run.world.target.as_mut().unwrap().runs_candidate_config = false;
+    // A failed patch left the old template in place (someone else's template: see target.rs).
+    let t = run.world.target.as_mut().unwrap();
+    t.runs_candidate_config = false;
+    t.template_hash = TEMPLATE.into();
     run.now += 5;
     let out = run.tick_with(None, |_| {}).clone();
     assert!(out.actions.contains(&Action::PromoteTarget));

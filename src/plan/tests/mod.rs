@@ -6,9 +6,11 @@ mod baseline;
 mod deadline;
 mod edit;
 mod finish;
+mod owner;
 mod progress;
 mod retry;
 mod rollback;
+mod target;
 mod walk;
 
 use std::time::Duration;
@@ -69,6 +71,11 @@ pub fn record(verdict: Verdict, secs: i64, stage_index: i32, weight: i32) -> Ana
     }
 }
 
+/// Fingerprints of the target's pod template: as the experiment found it, and once the
+/// promotion wrote the candidate config into it (env changed).
+pub const TEMPLATE: &str = "t=00000000000000a1,c=000000c1,i=000000i1,e=000000e1";
+pub const TEMPLATE_PROMOTED: &str = "t=00000000000000a2,c=000000c1,i=000000i1,e=000000e2";
+
 /// A cluster that carries out the actions: spec changes at once, pods get ready on `settle`.
 #[derive(Clone, Debug)]
 pub struct World {
@@ -91,6 +98,10 @@ pub struct World {
     pub retry_annotation: bool,
     /// Another live experiment on the same target.
     pub other_experiment: Option<String>,
+    /// What the shell would report in `Observations::spec_error`.
+    pub spec_error: Option<String>,
+    /// Objects in the way that the experiment did not create (`Observations::not_ours`).
+    pub not_ours: Vec<String>,
 }
 
 impl World {
@@ -110,8 +121,9 @@ impl World {
             router,
             target: Some(TargetState {
                 deployment,
-                baseline,
+                baseline: Some(baseline),
                 runs_candidate_config: false,
+                template_hash: TEMPLATE.into(),
             }),
             candidate: None,
             route_weight: 0,
@@ -122,6 +134,8 @@ impl World {
             generation: 1,
             retry_annotation: false,
             other_experiment: None,
+            spec_error: None,
+            not_ours: Vec::new(),
         }
     }
 
@@ -150,6 +164,7 @@ impl World {
                 Action::PromoteTarget => {
                     if let Some(t) = &mut self.target {
                         t.runs_candidate_config = true;
+                        t.template_hash = TEMPLATE_PROMOTED.into();
                         t.deployment.ready_replicas = 0;
                         t.deployment.rolled_out = false;
                     }
@@ -198,11 +213,12 @@ impl World {
             resume_requested: self.approve_annotation,
             retry_requested: self.retry_annotation,
             other_experiment: self.other_experiment.clone(),
-            spec_error: None,
+            spec_error: self.spec_error.clone(),
             target: self.target.clone(),
             candidate: self.candidate.clone(),
             candidate_runs_spec_config: self.candidate.is_some() && !self.candidate_stale,
             candidate_problem: self.candidate_problem.clone(),
+            not_ours: self.not_ours.clone(),
             effective_weight: self.effective_weight(),
             analysis: None,
         }

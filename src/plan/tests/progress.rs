@@ -45,7 +45,7 @@ fn pending_records_the_original_replicas_only_once() {
     let status = ConcurrencyExperimentStatus {
         original: Some(OriginalState {
             replicas: 6,
-            route_backend_refs: None,
+            ..Default::default()
         }),
         ..Default::default()
     };
