@@ -4,10 +4,11 @@
 //! abort/approve, spec errors and the effective weight are plain unit tests.
 
 use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet};
-use k8s_openapi::api::core::v1::Service;
+use k8s_openapi::api::core::v1::{ConfigMap, Service};
 use kube::api::{ApiResource, DynamicObject, GroupVersionKind, ListParams};
 use kube::{Api, Resource, ResourceExt};
 use serde_json::Value;
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use super::error::{is_not_found, Error, Result};
@@ -40,6 +41,10 @@ pub struct Fetched {
     pub service_error: Option<String>,
     /// Other experiments in the namespace (from the controller's cache).
     pub rivals: Vec<String>,
+    /// Data of the ConfigMaps the target's app container takes server variables from
+    /// (`envFrom`, `configMapKeyRef`), by name; a name missing here was not found. Secrets are
+    /// never read.
+    pub configmaps: BTreeMap<String, BTreeMap<String, String>>,
 }
 
 fn optional<T>(r: std::result::Result<T, kube::Error>) -> Result<Option<T>> {
@@ -90,6 +95,10 @@ pub async fn fetch(
             baseline_hash = baseline_pod_template_hash(client, t).await?;
         }
     }
+    let configmaps = match &target {
+        Some(t) => fetch_config_maps(client, &ns, t, exp.spec.container.as_deref()).await?,
+        None => BTreeMap::new(),
+    };
     Ok(Fetched {
         target,
         candidate,
@@ -98,7 +107,29 @@ pub async fn fetch(
         baseline_hash,
         service_error,
         rivals: rivals(experiments, exp),
+        configmaps,
     })
+}
+
+/// The ConfigMaps the baseline's server variables may come from (a few GETs, only for
+/// targets that use them).
+async fn fetch_config_maps(
+    client: &kube::Client,
+    ns: &str,
+    target: &Deployment,
+    container: Option<&str>,
+) -> Result<BTreeMap<String, BTreeMap<String, String>>> {
+    let Ok(app) = workload::app_container(target, container) else {
+        return Ok(BTreeMap::new());
+    };
+    let api: Api<ConfigMap> = Api::namespaced(client.clone(), ns);
+    let mut out = BTreeMap::new();
+    for name in workload::referenced_config_maps(app, &workload::SERVER_VARS) {
+        if let Some(cm) = optional(api.get(&name).await)? {
+            out.insert(name, cm.data.unwrap_or_default());
+        }
+    }
+    Ok(out)
 }
 
 /// Names of the other live experiments in the same namespace that target the same Deployment
@@ -164,10 +195,17 @@ pub fn spec_error(exp: &ConcurrencyExperiment, fetched: &Fetched) -> Option<Stri
             exp.spec.target_ref.name
         ));
     }
+    // Before any traffic moves: a query that cannot run would only ever be Inconclusive.
+    if let Err(e) = crate::analysis::validate(&exp.spec.analysis) {
+        return Some(e.to_string());
+    }
     let target = fetched.target.as_ref()?;
     let container = exp.spec.container.as_deref();
     if let Err(e) = workload::app_container_index(target, container)
         .and_then(|_| workload::target_match_labels(target))
+        // Server flags that cannot be rewritten would leave the candidate on the baseline's
+        // config.
+        .and_then(|_| workload::promoted_template(target, &exp.spec.candidate, container))
     {
         return Some(e.to_string());
     }
@@ -219,7 +257,7 @@ pub fn observations(
     let target = fetched.target.as_ref().and_then(|d| {
         Some(TargetState {
             deployment: workload::rollout_state(d),
-            baseline: workload::read_baseline(d, container).ok()?,
+            baseline: workload::read_baseline(d, container, &fetched.configmaps).ok()?,
             runs_candidate_config: workload::runs_config(d, &exp.spec.candidate, container),
         })
     });

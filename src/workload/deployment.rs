@@ -132,7 +132,7 @@ pub fn promoted_template(
         .ok_or_else(|| WorkloadError::NoContainers {
             deployment: target.name_any(),
         })?;
-    render_server(app, config);
+    render_server(app, config)?;
     Ok(template)
 }
 

@@ -3,13 +3,16 @@
 //! k8s-openapi types; the controller does the I/O.
 
 mod baseline;
+mod command;
 mod deployment;
+mod env;
 mod error;
 mod names;
 mod render;
 
 pub use baseline::*;
 pub use deployment::*;
+pub use env::*;
 pub use error::*;
 pub use names::*;
 pub use render::*;
