@@ -1,5 +1,6 @@
-//! The baseline's server variables from ConfigMaps (fetched, never a Secret), and a target
-//! whose server flags cannot be rewritten.
+//! What is checked before any traffic moves: the baseline's server variables from ConfigMaps
+//! (fetched, never a Secret), a target whose server flags cannot be rewritten, and custom
+//! queries that cannot run.
 
 use k8s_openapi::api::apps::v1::Deployment;
 use serde_json::json;
@@ -120,6 +121,35 @@ async fn server_flags_that_cannot_be_rewritten_make_the_experiment_invalid() {
     assert!(
         !fake.lines().contains(&format!("PATCH {CANDIDATE}")),
         "nothing created: {:?}",
+        fake.lines()
+    );
+}
+
+#[tokio::test]
+async fn a_custom_query_that_is_not_promql_is_invalid_before_any_traffic_moves() {
+    let mut exp = with_finalizer(experiment());
+    exp.spec.analysis.checks = serde_json::from_value(json!([
+        {"metric": "latency", "max": "500ms"},
+        {"name": "backlog", "query": "max(puma_backlog{pod=~\"{{pods}}\"}", "max": 5},
+    ]))
+    .unwrap();
+    let fake = FakeApi::default().with(EXP, exp).with(TARGET, target(6, 6));
+    reconcile_stored(&fake).await.unwrap();
+    assert_eq!(stored_phase(&fake), Phase::Invalid);
+    let exp: ConcurrencyExperiment = fake.get(EXP).unwrap();
+    let message = exp.status.unwrap().message.unwrap();
+    assert!(
+        message.starts_with(
+            "The experiment cannot run: spec.analysis.checks[1].query: check backlog: not valid PromQL"
+        ),
+        "{message}"
+    );
+    assert!(
+        !fake
+            .lines()
+            .iter()
+            .any(|l| l.starts_with("PATCH /apis/apps")),
+        "no Deployment touched: {:?}",
         fake.lines()
     );
 }
