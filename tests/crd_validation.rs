@@ -253,36 +253,27 @@ fn target_container_and_traffic_are_immutable() {
         f(&mut new);
         update_refusals(&old, &new)
     };
-    let cases: Vec<(&str, Box<dyn Fn(&mut Value)>)> = vec![
-        (
-            "spec.targetRef",
-            Box::new(|v| v["spec"]["targetRef"]["name"] = "checkout".into()),
-        ),
-        (
-            "spec.container",
-            Box::new(|v| v["spec"]["container"] = "app".into()),
-        ),
-        (
-            "spec.container",
-            Box::new(|v| {
-                v["spec"].as_object_mut().unwrap().remove("container");
-            }),
-        ),
-        (
-            "spec.traffic",
-            Box::new(|v| v["spec"]["traffic"]["httpRoute"] = "other".into()),
-        ),
-        (
-            "spec.traffic",
-            Box::new(|v| v["spec"]["traffic"]["service"] = "storefront-web".into()),
-        ),
-        (
-            "spec.traffic",
-            Box::new(|v| v["spec"]["traffic"] = serde_json::json!({"router": "replicas"})),
-        ),
+    type Change = fn(&mut Value);
+    let cases: Vec<(&str, Change)> = vec![
+        ("spec.targetRef", |v| {
+            v["spec"]["targetRef"]["name"] = "checkout".into()
+        }),
+        ("spec.container", |v| v["spec"]["container"] = "app".into()),
+        ("spec.container", |v| {
+            v["spec"].as_object_mut().unwrap().remove("container");
+        }),
+        ("spec.traffic", |v| {
+            v["spec"]["traffic"]["httpRoute"] = "other".into()
+        }),
+        ("spec.traffic", |v| {
+            v["spec"]["traffic"]["service"] = "storefront-web".into()
+        }),
+        ("spec.traffic", |v| {
+            v["spec"]["traffic"] = serde_json::json!({"router": "replicas"})
+        }),
     ];
     for (field, change) in cases {
-        let refused = edit(&*change);
+        let refused = edit(&change);
         let expected = format!("{field} is immutable");
         assert!(
             refused.iter().any(|r| r.starts_with(field)
