@@ -70,6 +70,15 @@ async fn the_baseline_is_read_from_the_referenced_config_maps() {
     assert_eq!(status.phase, Phase::Progressing);
     let baseline = status.baseline.unwrap();
     assert_eq!(baseline.summary, "puma 2×6");
+    // Each variant's `{{pods}}` regex, as its queries get it.
+    assert_eq!(
+        baseline.pods,
+        Some(crate::analysis::pods_regex("storefront"))
+    );
+    assert_eq!(
+        status.candidate.unwrap().pods,
+        Some(crate::analysis::pods_regex("storefront-candidate"))
+    );
     assert!(
         baseline.config.unresolved.is_empty(),
         "{:?}",

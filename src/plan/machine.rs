@@ -255,27 +255,28 @@ impl<'a> Ctx<'a> {
     pub fn update_variants(&mut self) {
         self.status.effective_weight = self.obs.effective_weight;
         let target_name = &self.spec.target_ref.name;
+        // The regex `{{pods}}` gets for each variant, so a person can paste it into PromQL.
+        let pods = |deployment: &str| Some(crate::analysis::pods_regex(deployment));
         if let Some(t) = &self.obs.target {
-            let pods = self.status.baseline.as_ref().and_then(|b| b.pods.clone());
             self.status.baseline = Some(VariantStatus {
                 deployment: target_name.clone(),
                 replicas: t.deployment.replicas,
                 ready_replicas: t.deployment.ready_replicas,
                 summary: t.baseline.summary(),
                 config: t.baseline.clone(),
-                pods,
+                pods: pods(target_name),
             });
         }
         let config = RenderedServer::from(&self.spec.candidate);
-        let pods = self.status.candidate.as_ref().and_then(|c| c.pods.clone());
         let c = self.obs.candidate.clone().unwrap_or_default();
+        let candidate = crate::workload::candidate_name(target_name);
         self.status.candidate = Some(VariantStatus {
-            deployment: crate::workload::candidate_name(target_name),
+            pods: pods(&candidate),
+            deployment: candidate,
             replicas: c.replicas,
             ready_replicas: c.ready_replicas,
             summary: config.summary(),
             config,
-            pods,
         });
     }
 
