@@ -50,6 +50,8 @@ pub struct Context {
     pub stores: Vec<Store<ConcurrencyExperiment>>,
     /// Consecutive failures per experiment (`namespace/name`), for the error backoff.
     pub failures: std::sync::Mutex<std::collections::HashMap<String, u32>>,
+    /// Prometheus clients reused across analyses.
+    pub prometheus: super::analyse::PrometheusClients,
 }
 
 impl Context {
@@ -70,6 +72,7 @@ impl Context {
             settings,
             stores,
             failures: Default::default(),
+            prometheus: Default::default(),
         }
     }
 
