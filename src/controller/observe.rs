@@ -42,8 +42,8 @@ pub struct Fetched {
     /// Other experiments in the namespace (from the controller's cache).
     pub rivals: Vec<String>,
     /// Data of the ConfigMaps the target's app container takes server variables from
-    /// (`envFrom`, `configMapKeyRef`), by name; a name missing here was not found. Secrets are
-    /// never read.
+    /// (`envFrom`, `configMapKeyRef`), by name; a name missing here was not found or could not
+    /// be read (logged, never a reconcile error). Secrets are never read.
     pub configmaps: BTreeMap<String, BTreeMap<String, String>>,
 }
 
@@ -96,7 +96,7 @@ pub async fn fetch(
         }
     }
     let configmaps = match &target {
-        Some(t) => fetch_config_maps(client, &ns, t, exp.spec.container.as_deref()).await?,
+        Some(t) => fetch_config_maps(client, &ns, t, exp.spec.container.as_deref()).await,
         None => BTreeMap::new(),
     };
     Ok(Fetched {
@@ -112,24 +112,31 @@ pub async fn fetch(
 }
 
 /// The ConfigMaps the baseline's server variables may come from (a few GETs, only for
-/// targets that use them).
+/// targets that use them). Only the read-back needs them, so a failure (say, RBAC without
+/// `configmaps get`) is logged and the values show as unknown — it must never hold up a
+/// rollback.
 async fn fetch_config_maps(
     client: &kube::Client,
     ns: &str,
     target: &Deployment,
     container: Option<&str>,
-) -> Result<BTreeMap<String, BTreeMap<String, String>>> {
+) -> BTreeMap<String, BTreeMap<String, String>> {
     let Ok(app) = workload::app_container(target, container) else {
-        return Ok(BTreeMap::new());
+        return BTreeMap::new();
     };
     let api: Api<ConfigMap> = Api::namespaced(client.clone(), ns);
     let mut out = BTreeMap::new();
     for name in workload::referenced_config_maps(app, &workload::SERVER_VARS) {
-        if let Some(cm) = optional(api.get(&name).await)? {
-            out.insert(name, cm.data.unwrap_or_default());
+        match api.get(&name).await {
+            Ok(cm) => {
+                out.insert(name, cm.data.unwrap_or_default());
+            }
+            Err(e) if is_not_found(&e) => {}
+            Err(e) => tracing::warn!(configmap = %name, namespace = ns, error = %e,
+                "cannot read a ConfigMap the target takes server variables from"),
         }
     }
-    Ok(out)
+    out
 }
 
 /// Names of the other live experiments in the same namespace that target the same Deployment

@@ -213,9 +213,10 @@ pub fn parse(
             scan_assignments(&items[..at], &mut line);
             scan_flags(&items[at + 1..], server, &mut line);
         }
-        // Puma is the image's entrypoint and the words are its flags, unless a shell string
-        // starts the server. (Falcon's `-n` is too common a flag to assume as much.)
-        None if !script_names_server && default == ServerKind::Puma => {
+        // Only args, no command: the image's entrypoint runs them, taken to be Puma, unless a
+        // shell string starts the server. A command of its own is some other program whose
+        // `-t` may mean anything; Falcon's `-n` is too common a flag to assume as much.
+        None if !script_names_server && default == ServerKind::Puma && command.is_none() => {
             scan_flags(&items, default, &mut line)
         }
         None => {}

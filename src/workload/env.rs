@@ -9,7 +9,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use k8s_openapi::api::core::v1::{Container, EnvVar};
 
 /// ConfigMap data by ConfigMap name (same namespace as the target). A name absent here was
-/// not found.
+/// not found (or could not be read).
 pub type ConfigMaps = BTreeMap<String, BTreeMap<String, String>>;
 
 /// One variable as the container will see it.
@@ -93,7 +93,7 @@ pub fn resolve_env(
                     for &name in names {
                         out.entry(name).or_insert_with(|| {
                             EnvValue::possibly(format!(
-                                "unknown (envFrom ConfigMap {} not found)",
+                                "unknown (envFrom ConfigMap {} not found or not readable)",
                                 r.name
                             ))
                         });
@@ -140,7 +140,7 @@ fn entry_value(var: &EnvVar, config_maps: &ConfigMaps) -> Option<EnvValue> {
             },
             None if optional => None,
             None => Some(EnvValue::unknown(format!(
-                "unknown (ConfigMap {} not found)",
+                "unknown (ConfigMap {} not found or not readable)",
                 r.name
             ))),
         };

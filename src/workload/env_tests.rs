@@ -159,8 +159,8 @@ fn config_map_key_refs_are_resolved() {
     assert_eq!(
         b.unresolved,
         [
-            "WEB_CONCURRENCY: unknown (ConfigMap puma not found)",
-            "RAILS_MAX_THREADS: unknown (ConfigMap puma not found)",
+            "WEB_CONCURRENCY: unknown (ConfigMap puma not found or not readable)",
+            "RAILS_MAX_THREADS: unknown (ConfigMap puma not found or not readable)",
         ]
     );
 }
