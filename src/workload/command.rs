@@ -249,8 +249,9 @@ fn scan_script(tokens: &[Tok], field: Field, index: usize, line: &mut CommandLin
             Some(at) => {
                 found = true;
                 let server = server_word(&items[at].text).unwrap_or(ServerKind::Puma);
-                // `export X=1` (or a bare `X=1`) earlier in the script, then `X=1 puma`.
-                scan_assignments(&exported, line);
+                // `export X=1` (or a bare `X=1`) earlier in the script, then `X=1 puma`. Taken
+                // once: a second server command would only repeat the same edits.
+                scan_assignments(&std::mem::take(&mut exported), line);
                 scan_assignments(&items[..at], line);
                 scan_flags(&items[at + 1..], server, line);
             }
@@ -485,8 +486,9 @@ pub fn rewrite(
             .push((e, new));
     }
     for ((field, index), mut word_edits) in by_word {
-        // Back to front within a word, so earlier byte ranges stay valid.
+        // Back to front within a word, so earlier byte ranges stay valid; one edit per range.
         word_edits.sort_by_key(|(e, _)| std::cmp::Reverse(e.start));
+        word_edits.dedup_by_key(|(e, _)| e.start);
         let list = match field {
             Field::Command => command.as_mut(),
             Field::Args => args.as_mut(),

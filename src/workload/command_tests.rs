@@ -351,3 +351,49 @@ fn the_lexer_keeps_exact_byte_ranges() {
         assert!(lex(bad).is_err(), "{bad}");
     }
 }
+
+#[test]
+fn another_programs_flags_are_left_alone() {
+    // A command of its own that is not a server: its `-t` is not Puma's.
+    let worker = app(&["bin/worker"], &["-t", "30", "-w", "queue"]);
+    assert_eq!(line(&render(&worker, &puma(3, 4)).unwrap()), line(&worker));
+    assert_eq!(read(&worker), (None, None, None));
+    // Nor a script that runs something else.
+    let script = app(&["sh", "-c", "exec bin/worker -t 30"], &[]);
+    assert_eq!(line(&render(&script, &puma(3, 4)).unwrap()), line(&script));
+    // After `--`, Puma reads no more options.
+    let rest = app(&["puma", "-w", "2", "--", "-t", "6"], &[]);
+    assert_eq!(
+        render(&rest, &puma(3, 4)).unwrap().command,
+        words(&["puma", "-w", "3", "--", "-t", "6"])
+    );
+}
+
+#[test]
+fn several_server_commands_and_longer_numbers_keep_the_script_intact() {
+    let c = app(
+        &[
+            "sh",
+            "-c",
+            "export WEB_CONCURRENCY=2; puma -w 2 -t 6:6 || exec bin/puma -t 6",
+        ],
+        &[],
+    );
+    let got = render(&c, &puma(12, 16)).unwrap();
+    assert_eq!(
+        got.command,
+        words(&[
+            "sh",
+            "-c",
+            "export WEB_CONCURRENCY=12; puma -w 12 -t 16:16 || exec bin/puma -t 16"
+        ])
+    );
+    assert_eq!(
+        render(&got, &puma(1, 1)).unwrap().command,
+        words(&[
+            "sh",
+            "-c",
+            "export WEB_CONCURRENCY=1; puma -w 1 -t 1:1 || exec bin/puma -t 1"
+        ])
+    );
+}
