@@ -207,3 +207,174 @@ fn quantile_is_accepted_for_latency_and_queue_time_only() {
         "{refused:?}"
     );
 }
+
+/// What the apiserver would say about updating `old` to `new`: the schema on `new`, then the
+/// CEL rules with `oldSelf` bound to `old` (transition rules run on updates only).
+fn update_refusals(old: &Value, new: &Value) -> Vec<String> {
+    let schema = openapi_schema();
+    let validator = jsonschema::validator_for(&schema).unwrap();
+    let mut errors: Vec<String> = validator
+        .iter_errors(new)
+        .map(|e| format!("{}: {e}", field_path(e.instance_path().as_str())))
+        .collect();
+    if errors.is_empty() {
+        if let Err(cel) = kube::core::cel::Validator::new().validate(&schema, new, Some(old)) {
+            errors.extend(
+                cel.into_vec()
+                    .into_iter()
+                    .map(|e| format!("{}: {}", e.field_path, e.message)),
+            );
+        }
+    }
+    errors
+}
+
+fn stored_experiment() -> Value {
+    serde_json::json!({
+        "apiVersion": "concurrency.dev/v1alpha1",
+        "kind": "ConcurrencyExperiment",
+        "metadata": {"name": "x"},
+        "spec": {
+            "targetRef": {"name": "storefront"},
+            "container": "web",
+            "candidate": {"server": "puma", "workers": 2, "threads": 4},
+            "traffic": {"router": "gatewayAPI", "httpRoute": "storefront"},
+            "analysis": {"prometheus": {"url": "http://p:9090"}, "checks": [{"metric": "latency", "max": "500ms"}]}
+        }
+    })
+}
+
+#[test]
+fn target_container_and_traffic_are_immutable() {
+    let old = stored_experiment();
+    assert!(refusals(&old).is_empty(), "{:?}", refusals(&old));
+    let edit = |f: &dyn Fn(&mut Value)| {
+        let mut new = old.clone();
+        f(&mut new);
+        update_refusals(&old, &new)
+    };
+    type Change = fn(&mut Value);
+    let cases: Vec<(&str, Change)> = vec![
+        ("spec.targetRef", |v| {
+            v["spec"]["targetRef"]["name"] = "checkout".into()
+        }),
+        ("spec.container", |v| v["spec"]["container"] = "app".into()),
+        ("spec.container", |v| {
+            v["spec"].as_object_mut().unwrap().remove("container");
+        }),
+        ("spec.traffic", |v| {
+            v["spec"]["traffic"]["httpRoute"] = "other".into()
+        }),
+        ("spec.traffic", |v| {
+            v["spec"]["traffic"]["service"] = "storefront-web".into()
+        }),
+        ("spec.traffic", |v| {
+            v["spec"]["traffic"] = serde_json::json!({"router": "replicas"})
+        }),
+    ];
+    for (field, change) in cases {
+        let refused = edit(&change);
+        let expected = format!("{field} is immutable");
+        assert!(
+            refused.iter().any(|r| r.starts_with(field)
+                && r.contains(&expected)
+                && r.contains("delete and recreate the experiment")),
+            "{field}: {refused:?}"
+        );
+    }
+    // Adding a container to an experiment that had none is a change too.
+    let mut without = old.clone();
+    without["spec"].as_object_mut().unwrap().remove("container");
+    let refused = update_refusals(&without, &old);
+    assert!(
+        refused
+            .iter()
+            .any(|r| r.contains("spec.container is immutable")),
+        "{refused:?}"
+    );
+
+    // Everything else may change: the candidate, the stages, pausing and aborting.
+    let allowed = edit(&|v| {
+        v["spec"]["candidate"]["threads"] = 3.into();
+        v["spec"]["paused"] = true.into();
+        v["spec"]["abort"] = true.into();
+        v["spec"]["stages"] = serde_json::json!([{"weight": 50}, {"weight": 100}]);
+    });
+    assert!(allowed.is_empty(), "{allowed:?}");
+    // A status write leaves the spec as it was: no transition rule trips.
+    let status = edit(&|v| {
+        v["status"] =
+            serde_json::json!({"phase": "Progressing", "stage": "1/3", "plannedWeight": 30});
+    });
+    assert!(status.is_empty(), "{status:?}");
+    // On create there is no old object: the same spec is accepted.
+    let mut other = old.clone();
+    other["spec"]["targetRef"]["name"] = "checkout".into();
+    assert!(refusals(&other).is_empty());
+}
+
+fn with_analysis(analysis: Value) -> Value {
+    serde_json::json!({
+        "apiVersion": "concurrency.dev/v1alpha1",
+        "kind": "ConcurrencyExperiment",
+        "metadata": {"name": "x"},
+        "spec": {
+            "targetRef": {"name": "storefront"},
+            "candidate": {"server": "puma", "workers": 2, "threads": 4},
+            "analysis": analysis
+        }
+    })
+}
+
+#[test]
+fn a_zero_interval_is_refused() {
+    for interval in ["0s", "0m", "0.0s", "0h0m0s", "00ms"] {
+        let refused = refusals(&with_analysis(serde_json::json!(
+            {"prometheus": {"url": "http://p:9090"}, "interval": interval,
+             "checks": [{"metric": "latency", "max": "500ms"}]}
+        )));
+        assert!(
+            refused
+                .iter()
+                .any(|r| r.starts_with("spec.analysis.interval")
+                    && r.contains("longer than 0s")
+                    && r.contains("two Prometheus scrape intervals")),
+            "{interval}: {refused:?}"
+        );
+    }
+    for interval in ["500ms", "0.5s", "10s", "1m0s", "1m"] {
+        let object = with_analysis(serde_json::json!(
+            {"prometheus": {"url": "http://p:9090"}, "interval": interval,
+             "checks": [{"metric": "latency", "max": "500ms"}]}
+        ));
+        assert!(
+            refusals(&object).is_empty(),
+            "{interval}: {:?}",
+            refusals(&object)
+        );
+    }
+}
+
+#[test]
+fn min_samples_cannot_exceed_the_samples_kept() {
+    let with = |min: i64| {
+        refusals(&with_analysis(serde_json::json!(
+            {"prometheus": {"url": "http://p:9090"}, "statistical": {"minSamples": min},
+             "checks": [{"metric": "latency", "maxIncrease": "10%"}]}
+        )))
+    };
+    assert!(with(11).is_empty(), "{:?}", with(11));
+    assert!(with(3).is_empty());
+    let refused = with(12);
+    assert!(
+        refused
+            .iter()
+            .any(|r| r.starts_with("spec.analysis.statistical.minSamples")
+                && r.contains("at most 11")),
+        "{refused:?}"
+    );
+    assert_eq!(
+        concurrency_operator::api::MAX_MIN_SAMPLES as usize,
+        concurrency_operator::plan::KEPT_ANALYSES + 1
+    );
+}

@@ -142,8 +142,9 @@ fn pct(share: f64) -> String {
     format!("{}%", trim(share * 100.0, 1))
 }
 
-/// Judges the candidate. `statistical` (enough past samples) replaces the single-interval
-/// `maxIncrease` comparison by the Mann-Whitney test; absolute limits always hold per interval.
+/// Judges the candidate. Absolute limits and `maxIncrease` hold per interval; `statistical`
+/// (enough past samples) adds the Mann-Whitney test of `maxIncrease` over the intervals, which
+/// can fail a candidate that passes this interval but never pass one that fails it.
 pub fn judge_check(
     limits: &Limits,
     unit: Unit,
@@ -225,29 +226,6 @@ pub fn judge_check(
     } else {
         "from 0".into()
     };
-    if let Some(mw) = statistical.filter(|_| floored.is_none()) {
-        let verdict = if mw.significant {
-            Verdict::Fail
-        } else {
-            Verdict::Pass
-        };
-        let how = if mw.significant {
-            "significantly above"
-        } else {
-            "not significantly above"
-        };
-        return (
-            verdict,
-            format!(
-                "candidate {cand} vs baseline {} ({change}); over {} intervals the candidate is {how} baseline + {} (Mann-Whitney p = {:.4}, alpha {})",
-                f(b),
-                mw.n_candidate,
-                pct(share),
-                mw.p_value,
-                mw.alpha
-            ),
-        );
-    }
     let (reference, floor_note) = match floored {
         Some(fl) => (
             fl,
@@ -256,23 +234,43 @@ pub fn judge_check(
         None => (b, String::new()),
     };
     let allowed = Limits::allowed_above(reference, share);
+    // The interval's own comparison always holds: one very bad interval fails whatever the
+    // statistics say about the others.
     if c > allowed {
-        (
+        return (
             Verdict::Fail,
             format!(
                 "candidate {cand} is more than maxIncrease {} above baseline {base_value} ({change}{floor_note}; allowed up to {})",
                 pct(share),
                 f(allowed)
             ),
-        )
-    } else {
-        (
-            Verdict::Pass,
-            format!(
-                "candidate {cand} vs baseline {base_value} ({change}{floor_note}) is within {}",
-                limits.written
-            ),
-        )
+        );
+    }
+    let within = format!(
+        "candidate {cand} vs baseline {base_value} ({change}{floor_note}) is within {}",
+        limits.written
+    );
+    // The test adds what one interval cannot show: a candidate consistently above the
+    // tolerated baseline. Below the queue-time floor both sides are noise: not tested.
+    match statistical.filter(|_| floored.is_none()) {
+        Some(mw) => {
+            let (verdict, joint, above) = if mw.significant {
+                (Verdict::Fail, "but", "significantly above")
+            } else {
+                (Verdict::Pass, "and", "not significantly above")
+            };
+            (
+                verdict,
+                format!(
+                    "{within}, {joint} over {} intervals the candidate is {above} baseline + {} (Mann-Whitney p = {:.4}, alpha {})",
+                    mw.n_candidate,
+                    pct(share),
+                    mw.p_value,
+                    mw.alpha
+                ),
+            )
+        }
+        None => (Verdict::Pass, within),
     }
 }
 

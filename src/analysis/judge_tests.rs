@@ -159,7 +159,7 @@ fn missing_or_broken_values_are_inconclusive() {
 }
 
 #[test]
-fn statistics_replace_the_single_interval_relative_judgement() {
+fn statistics_add_to_the_single_interval_relative_judgement() {
     let (l, u) = latency(Some("500ms"), Some("10%"));
     let mw = |significant| MannWhitney {
         u: 30.0,
@@ -173,13 +173,23 @@ fn statistics_replace_the_single_interval_relative_judgement() {
     // This interval is lucky (+2.5%), but the samples say worse.
     let (v, reason) = judge_check(&l, u, Some(0.4), Some(0.41), Some(&mw(true)));
     assert_eq!(v, Verdict::Fail);
+    assert_eq!(
+        reason,
+        "candidate 410ms vs baseline 400ms (+2.5%) is within max 500ms, maxIncrease 10%, but over \
+         6 intervals the candidate is significantly above baseline + 10% (Mann-Whitney p = \
+         0.0100, alpha 0.05)"
+    );
+    // Within the interval's limit and not significant over the samples: a pass that says both.
+    let (v, reason) = judge_check(&l, u, Some(0.4), Some(0.42), Some(&mw(false)));
+    assert_eq!(v, Verdict::Pass, "{reason}");
     assert!(
-        reason.contains("significantly above baseline + 10%"),
+        reason.contains("+5%") && reason.contains("not significantly above"),
         "{reason}"
     );
-    // This interval is noisy (+20%), the samples say fine.
+    // One very bad interval (+20%) fails even though the test finds nothing significant.
     let (v, reason) = judge_check(&l, u, Some(0.4), Some(0.48), Some(&mw(false)));
-    assert_eq!(v, Verdict::Pass, "{reason}");
+    assert_eq!(v, Verdict::Fail, "{reason}");
+    assert!(reason.contains("more than maxIncrease 10%"), "{reason}");
     // Absolute limits still apply per interval.
     assert_eq!(
         judge_check(&l, u, Some(0.4), Some(0.6), Some(&mw(false))).0,

@@ -13,7 +13,7 @@ pub mod stats;
 pub mod template;
 
 pub use judge::{aggregate, judge_check, Limits, Unit};
-pub use prometheus::{PrometheusClient, PrometheusError, DEFAULT_TIMEOUT};
+pub use prometheus::{PrometheusClient, PrometheusError, QueryTimer, DEFAULT_TIMEOUT};
 pub use queries::{
     builtin_template, io_share_template, requests_template, validate_names, QueryError,
 };

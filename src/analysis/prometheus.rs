@@ -47,11 +47,15 @@ impl PrometheusError {
 /// Default budget per query, covering connect, evaluation and transfer.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(10);
 
+/// Told how long each query took (answered or not), e.g. to feed a histogram.
+pub type QueryTimer = std::sync::Arc<dyn Fn(Duration) + Send + Sync>;
+
 #[derive(Clone)]
 pub struct PrometheusClient {
     client: Client,
     url: String,
     timeout: Duration,
+    timer: Option<QueryTimer>,
 }
 
 impl std::fmt::Debug for PrometheusClient {
@@ -74,11 +78,24 @@ impl PrometheusClient {
             client,
             url: url.to_string(),
             timeout,
+            timer: None,
         })
+    }
+
+    /// The same client, reporting each query's duration to `timer`.
+    pub fn timed(self, timer: QueryTimer) -> Self {
+        Self {
+            timer: Some(timer),
+            ..self
+        }
     }
 
     pub fn url(&self) -> &str {
         &self.url
+    }
+
+    pub fn timeout(&self) -> Duration {
+        self.timeout
     }
 
     /// Evaluates `promql` at `at`. The whole request is bounded by the client's timeout, and
@@ -95,8 +112,12 @@ impl PrometheusClient {
             .at(at.as_second())
             .timeout(millis)
             .get();
-        let response = tokio::time::timeout(self.timeout, request)
-            .await
+        let started = std::time::Instant::now();
+        let response = tokio::time::timeout(self.timeout, request).await;
+        if let Some(timer) = &self.timer {
+            timer(started.elapsed());
+        }
+        let response = response
             .map_err(|_| PrometheusError::Timeout(self.timeout))?
             .map_err(|e| classify(e, self.timeout))?;
         one_value(response.data())
@@ -213,8 +234,18 @@ mod tests {
             .port();
         let c =
             PrometheusClient::new(&format!("http://127.0.0.1:{port}"), DEFAULT_TIMEOUT).unwrap();
+        let timed = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let seen = timed.clone();
+        let c = c.timed(std::sync::Arc::new(move |_| {
+            seen.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        }));
         let e = c.query_value("up", Timestamp::now()).await.unwrap_err();
         assert_eq!(e.category(), "PrometheusUnreachable", "{e}");
+        assert_eq!(
+            timed.load(std::sync::atomic::Ordering::SeqCst),
+            1,
+            "a failed query is timed too"
+        );
     }
 
     #[tokio::test]

@@ -10,7 +10,7 @@ use std::collections::BTreeMap;
 
 use crate::api::{
     parse_duration, parse_percent, Analysis, AnalysisRecord, BaselineReference, Check, CheckResult,
-    ConcurrencyExperimentSpec, QuantityError, Verdict,
+    ConcurrencyExperimentSpec, QuantityError, Verdict, MAX_MIN_SAMPLES,
 };
 use crate::plan::AnalysisOutcome;
 
@@ -21,9 +21,7 @@ use super::queries::{
 };
 use super::recommend::recommend_from_spec;
 use super::stats;
-use super::template::{
-    check_variables, pods_regex, pods_regex_any, render, TemplateError, TemplateVars,
-};
+use super::template::{pods_regex, pods_regex_any, render, TemplateError, TemplateVars};
 
 /// Checks evaluated concurrently (two queries each).
 const CHECKS_IN_FLIGHT: usize = 4;
@@ -44,7 +42,7 @@ pub struct AnalysisContext {
     pub now: Timestamp,
 }
 
-/// A spec problem the schema cannot catch: a bad template, metric name or limit.
+/// A spec problem the schema cannot catch: a bad template, query, metric name or limit.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum AnalysisSpecError {
     #[error(transparent)]
@@ -53,6 +51,26 @@ pub enum AnalysisSpecError {
     Template(#[from] TemplateError),
     #[error(transparent)]
     Query(#[from] QueryError),
+    /// A check's query template, with the field of that check.
+    #[error("spec.analysis.checks[{index}].query: {source}")]
+    CheckTemplate { index: usize, source: TemplateError },
+    #[error(
+        "spec.analysis.checks[{index}]{field}: check {check}: not valid PromQL once the template \
+         variables are filled in: {message}"
+    )]
+    PromQl {
+        index: usize,
+        /// `.query` for a custom check; empty for a built-in one (its metric names are wrong).
+        field: &'static str,
+        check: String,
+        message: String,
+    },
+    #[error(
+        "spec.analysis.statistical.minSamples: {value} is more than the {max} samples there can \
+         be (the last {kept} analyses kept in status and the current one), so the test would \
+         never run"
+    )]
+    MinSamples { value: i32, max: i32, kept: i32 },
 }
 
 impl AnalysisSpecError {
@@ -60,7 +78,10 @@ impl AnalysisSpecError {
         match self {
             AnalysisSpecError::Quantity(_) => "InvalidQuantity",
             AnalysisSpecError::Template(e) => e.category(),
+            AnalysisSpecError::CheckTemplate { source, .. } => source.category(),
             AnalysisSpecError::Query(e) => e.category(),
+            AnalysisSpecError::PromQl { .. } => "InvalidPromQL",
+            AnalysisSpecError::MinSamples { .. } => "InvalidStatistical",
         }
     }
 }
@@ -84,16 +105,43 @@ pub fn check_template(check: &Check, analysis: &Analysis) -> Result<String, Anal
     }
 }
 
-/// Everything in `spec.analysis` that only this code can judge, for `phase: Invalid`.
+/// Everything in `spec.analysis` that only this code can judge, for `phase: Invalid`. Runs
+/// before any traffic moves: a query that cannot run would make every analysis Inconclusive
+/// and end in a rollback for nothing.
 pub fn validate(analysis: &Analysis) -> Result<(), AnalysisSpecError> {
-    parse_duration("spec.analysis.interval", &analysis.interval)?;
+    let interval = parse_duration("spec.analysis.interval", &analysis.interval)?;
     validate_names(&analysis.metrics)?;
     let r = &analysis.recommendation;
     parse_percent("spec.analysis.recommendation.minGain", &r.min_gain)?;
     parse_percent("spec.analysis.recommendation.asyncAbove", &r.async_above)?;
-    for check in &analysis.checks {
+    if let Some(s) = analysis.statistical.as_ref() {
+        if s.min_samples > MAX_MIN_SAMPLES {
+            return Err(AnalysisSpecError::MinSamples {
+                value: s.min_samples,
+                max: MAX_MIN_SAMPLES,
+                kept: MAX_MIN_SAMPLES - 1,
+            });
+        }
+    }
+    // Values shaped like the real ones: the pod regex is what Prometheus will have to compile.
+    let placeholders = TemplateVars {
+        namespace: "namespace".into(),
+        pods: pods_regex_any(&["deployment", "deployment-candidate"]),
+        interval,
+        container: "container".into(),
+    };
+    for (index, check) in analysis.checks.iter().enumerate() {
         Limits::from_check(check)?;
-        check_variables(&check.display_name(), &check_template(check, analysis)?)?;
+        let name = check.display_name();
+        let template = check_template(check, analysis)?;
+        let query = render(&name, &template, &placeholders)
+            .map_err(|source| AnalysisSpecError::CheckTemplate { index, source })?;
+        promql_parser::parser::parse(&query).map_err(|e| AnalysisSpecError::PromQl {
+            index,
+            field: if check.query.is_some() { ".query" } else { "" },
+            check: name.clone(),
+            message: e.split_whitespace().collect::<Vec<_>>().join(" "),
+        })?;
     }
     Ok(())
 }

@@ -14,9 +14,12 @@ use super::quantity::{Limit, DURATION_PATTERN, PERCENT_PATTERN};
 )]
 pub struct Analysis {
     pub prometheus: PrometheusSource,
-    /// How often the checks run; also the PromQL range (`{{interval}}`).
+    /// How often the checks run; also the PromQL range (`{{interval}}`). Make it at least two
+    /// Prometheus scrape intervals: `rate()` needs two samples in its range.
     #[serde(default = "default_interval")]
     #[schemars(regex(pattern = DURATION_PATTERN))]
+    // A duration is zero exactly when none of its digits is.
+    #[x_kube(validation = Rule::new("self.matches('[1-9]')").message("interval must be longer than 0s (make it at least two Prometheus scrape intervals)"))]
     pub interval: String,
     /// Failed analyses tolerated in the experiment; one more rolls back.
     #[serde(default = "default_failure_limit")]
@@ -180,16 +183,22 @@ impl Check {
     }
 }
 
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+/// Most per-interval samples a statistical test can have: the analyses kept in status and the
+/// current one.
+pub const MAX_MIN_SAMPLES: i32 = crate::plan::KEPT_ANALYSES as i32 + 1;
+
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, KubeSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct Statistical {
     /// Significance level of the one-sided Mann-Whitney U test.
     #[serde(default = "default_alpha")]
     #[schemars(range(min = 0.0001, max = 0.5))]
     pub alpha: f64,
-    /// Samples per variant before the test is applied.
+    /// Samples per variant before the test is applied, at most 11: the samples are the last
+    /// 10 analyses kept in status and the current one.
     #[serde(default = "default_min_samples")]
-    #[schemars(range(min = 3, max = 1000))]
+    #[schemars(range(min = 3))]
+    #[x_kube(validation = Rule::new(format!("self <= {MAX_MIN_SAMPLES}")).message(kube::core::Message::Message(format!("minSamples must be at most {MAX_MIN_SAMPLES}: the samples are the last {} analyses kept in status and the current one, so a larger value never tests", MAX_MIN_SAMPLES - 1))))]
     pub min_samples: i32,
 }
 

@@ -51,13 +51,22 @@ use super::traffic::Traffic;
 #[serde(rename_all = "camelCase")]
 #[x_kube(
     validation = Rule::new("self.stages[size(self.stages) - 1].weight == 100").message("the last stage must have weight 100").field_path(".stages"),
-    validation = Rule::new("self.stages.map(s, s.weight).isSorted() && self.stages.all(s, self.stages.exists_one(t, t.weight == s.weight))").message("stage weights must be strictly increasing").field_path(".stages")
+    validation = Rule::new("self.stages.map(s, s.weight).isSorted() && self.stages.all(s, self.stages.exists_one(t, t.weight == s.weight))").message("stage weights must be strictly increasing").field_path(".stages"),
+    // Transition rules (they compare with the stored object, so they run on updates only, and
+    // a status write leaves the spec as it was). On the spec rather than on the fields: a rule
+    // on an optional field runs only when old and new both have it, so adding or removing
+    // `container` would slip through. The variants, Services and route weights were made for
+    // these; changing them mid-flight would strand what was made.
+    validation = Rule::new("self.targetRef == oldSelf.targetRef").message("spec.targetRef is immutable: delete and recreate the experiment").field_path(".targetRef"),
+    validation = Rule::new("has(oldSelf.container) == has(self.container) && (!has(self.container) || self.container == oldSelf.container)").message("spec.container is immutable: delete and recreate the experiment").field_path(".container"),
+    validation = Rule::new("has(oldSelf.traffic) == has(self.traffic) && (!has(self.traffic) || self.traffic == oldSelf.traffic)").message("spec.traffic is immutable (router, httpRoute, service): delete and recreate the experiment").field_path(".traffic")
 )]
 pub struct ConcurrencyExperimentSpec {
     /// The Deployment to change (same namespace); its pod template is the baseline.
     pub target_ref: TargetRef,
     /// The app container; default: the first container.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 63))]
     pub container: Option<String>,
     /// The server config to try.
     pub candidate: ServerConfig,

@@ -286,6 +286,10 @@ pub struct RenderedServer {
     pub command: Option<Vec<String>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub args: Option<Vec<String>>,
+    /// What the read-back could not see, e.g. `WEB_CONCURRENCY: unknown (from Secret app-env
+    /// key workers)` — the operator never reads Secrets.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub unresolved: Vec<String>,
 }
 
 impl From<&ServerConfig> for RenderedServer {
@@ -297,6 +301,7 @@ impl From<&ServerConfig> for RenderedServer {
             min_threads: c.min_threads,
             command: c.command.clone(),
             args: c.args.clone(),
+            unresolved: Vec::new(),
         }
     }
 }

@@ -27,9 +27,11 @@ pub struct Traffic {
     pub router: Router,
     /// HTTPRoute (same namespace) whose rules send traffic to the target; gatewayAPI only.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 253))]
     pub http_route: Option<String>,
     /// The Service in front of the target; default: the Service the HTTPRoute points at, or
     /// the one whose selector matches the target's pods.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 63))]
     pub service: Option<String>,
 }

@@ -1,6 +1,9 @@
 //! Running one analysis from a reconcile: where the variants are, and a Prometheus client with
 //! the configured timeout. A Prometheus that cannot even be addressed is an Inconclusive
 //! analysis (never a Pass, never a reconcile error), like any other Prometheus failure.
+//!
+//! Clients are kept per URL and timeout: each holds an HTTP connection pool (and its TLS
+//! setup), which a new client per analysis would build and throw away every interval.
 
 use jiff::Timestamp;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
@@ -9,10 +12,64 @@ use kube::ResourceExt;
 use super::context::Context;
 use super::error::{Error, Result};
 use super::observe::Fetched;
-use crate::analysis::{self, AnalysisContext, PrometheusClient};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use crate::analysis::{self, AnalysisContext, PrometheusClient, PrometheusError};
 use crate::api::{AnalysisRecord, ConcurrencyExperiment, ConcurrencyExperimentStatus, Verdict};
 use crate::plan::AnalysisOutcome;
+use crate::telemetry::Metrics;
 use crate::workload;
+
+/// Distinct Prometheus endpoints kept; experiments rarely use more than one or two.
+pub const MAX_PROMETHEUS_CLIENTS: usize = 16;
+
+/// Prometheus clients by (URL, timeout), least recently used first; the oldest is dropped
+/// beyond [`MAX_PROMETHEUS_CLIENTS`], so URLs from long-deleted experiments do not pile up.
+#[derive(Default)]
+pub struct PrometheusClients {
+    clients: Mutex<Vec<((String, Duration), PrometheusClient)>>,
+}
+
+impl PrometheusClients {
+    /// The client for `url`, made on first use; its queries are timed into
+    /// `concurrency_prometheus_query_duration_seconds`. A URL that cannot be used is not kept.
+    pub fn client(
+        &self,
+        url: &str,
+        timeout: Duration,
+        metrics: &Metrics,
+    ) -> Result<PrometheusClient, PrometheusError> {
+        let mut clients = match self.clients.lock() {
+            Ok(c) => c,
+            Err(poisoned) => poisoned.into_inner(),
+        };
+        let key = (url.to_string(), timeout);
+        if let Some(i) = clients.iter().position(|(k, _)| *k == key) {
+            let entry = clients.remove(i);
+            let client = entry.1.clone();
+            clients.push(entry);
+            return Ok(client);
+        }
+        let metrics = metrics.clone();
+        let client = PrometheusClient::new(url, timeout)?
+            .timed(Arc::new(move |d| metrics.observe_prometheus_query(d)));
+        if clients.len() >= MAX_PROMETHEUS_CLIENTS {
+            clients.remove(0);
+        }
+        clients.push((key, client.clone()));
+        Ok(client)
+    }
+
+    /// The URLs kept, least recently used first.
+    pub fn urls(&self) -> Vec<String> {
+        let clients = match self.clients.lock() {
+            Ok(c) => c,
+            Err(poisoned) => poisoned.into_inner(),
+        };
+        clients.iter().map(|((url, _), _)| url.clone()).collect()
+    }
+}
 
 /// Where the analysis looks, or `None` when the target is gone (nothing to compare).
 pub fn analysis_context(
@@ -49,7 +106,10 @@ pub async fn run(
         return Ok(None);
     };
     let url = &exp.spec.analysis.prometheus.url;
-    let outcome = match PrometheusClient::new(url, ctx.settings.prometheus_timeout) {
+    let client = ctx
+        .prometheus
+        .client(url, ctx.settings.prometheus_timeout, &ctx.metrics);
+    let outcome = match client {
         Ok(client) => {
             let (history, reference) = (&status.analyses, &status.baseline_reference);
             analysis::analyse(&client, &exp.spec, &actx, history, reference).await
@@ -70,4 +130,60 @@ pub async fn run(
         },
     };
     Ok(Some(outcome))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn clients_are_kept_per_url_and_timeout_and_bounded() {
+        let clients = PrometheusClients::default();
+        let metrics = Metrics::new();
+        let t = Duration::from_secs(10);
+        let url = |i: usize| format!("http://prometheus-{i}.monitoring:9090");
+        clients.client(&url(0), t, &metrics).unwrap();
+        clients.client(&url(0), t, &metrics).unwrap();
+        assert_eq!(clients.urls(), [url(0)], "reused");
+        clients
+            .client(&url(0), Duration::from_secs(5), &metrics)
+            .unwrap();
+        assert_eq!(clients.urls().len(), 2, "another timeout is another client");
+        assert!(clients.client("not a url", t, &metrics).is_err());
+        assert_eq!(clients.urls().len(), 2, "a bad URL is not kept");
+        for i in 1..=MAX_PROMETHEUS_CLIENTS {
+            clients.client(&url(i), t, &metrics).unwrap();
+            // url(0) with the default timeout stays in use throughout.
+            clients.client(&url(0), t, &metrics).unwrap();
+        }
+        let urls = clients.urls();
+        assert_eq!(urls.len(), MAX_PROMETHEUS_CLIENTS);
+        assert_eq!(urls.last(), Some(&url(0)), "the one in use is kept");
+        assert!(
+            !urls.contains(&url(1)),
+            "the least recently used went first"
+        );
+    }
+
+    #[tokio::test]
+    async fn queries_are_timed_into_the_histogram() {
+        let clients = PrometheusClients::default();
+        let metrics = Metrics::new();
+        // Nothing listens there: the query fails fast, and still counts.
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let url = format!("http://127.0.0.1:{port}");
+        let client = clients
+            .client(&url, Duration::from_secs(5), &metrics)
+            .unwrap();
+        assert!(client.query_value("up", Timestamp::now()).await.is_err());
+        let text = metrics.encode();
+        assert!(
+            text.contains("concurrency_prometheus_query_duration_seconds_count 1"),
+            "{text}"
+        );
+    }
 }

@@ -87,6 +87,8 @@ pub struct Context {
     pub caches: Caches,
     /// Consecutive failures per experiment (`namespace/name`), for the error backoff.
     pub failures: std::sync::Mutex<std::collections::HashMap<String, u32>>,
+    /// Prometheus clients reused across analyses.
+    pub prometheus: super::analyse::PrometheusClients,
 }
 
 impl Context {
@@ -102,6 +104,7 @@ impl Context {
             settings,
             caches,
             failures: Default::default(),
+            prometheus: Default::default(),
         }
     }
 

@@ -20,6 +20,8 @@ mod reconcile;
 mod status;
 
 #[cfg(test)]
+mod config_source_tests;
+#[cfg(test)]
 mod fixtures;
 #[cfg(test)]
 mod gateway_tests;

@@ -4,10 +4,11 @@
 //! abort/approve, spec errors and the effective weight are plain unit tests.
 
 use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet};
-use k8s_openapi::api::core::v1::{ContainerStatus, Pod, Service};
+use k8s_openapi::api::core::v1::{ConfigMap, ContainerStatus, Pod, Service};
 use kube::api::{ApiResource, DynamicObject, GroupVersionKind, ListParams};
 use kube::{Api, Resource, ResourceExt};
 use serde_json::Value;
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use super::context::Caches;
@@ -50,6 +51,10 @@ pub struct Fetched {
     pub others: Vec<String>,
     /// Why the candidate's pods are not ready, when it has fewer ready than wanted.
     pub candidate_problem: Option<String>,
+    /// Data of the ConfigMaps the target's app container takes server variables from
+    /// (`envFrom`, `configMapKeyRef`), by name; a name missing here was not found or could not
+    /// be read (logged, never a reconcile error). Secrets are never read.
+    pub configmaps: BTreeMap<String, BTreeMap<String, String>>,
 }
 
 /// Pods listed to explain a candidate that is not ready; its pods are at most the target's
@@ -114,6 +119,10 @@ pub async fn fetch(
             all_services = services;
         }
     }
+    let configmaps = match &target {
+        Some(t) => fetch_config_maps(client, &ns, t, exp.spec.container.as_deref()).await,
+        None => BTreeMap::new(),
+    };
     Ok(Fetched {
         target,
         candidate,
@@ -125,6 +134,7 @@ pub async fn fetch(
         rivals: rivals(&on_target, exp),
         others: live_on_target(&on_target, exp),
         candidate_problem,
+        configmaps,
     })
 }
 
@@ -246,6 +256,34 @@ fn truncate(s: &str, max: usize) -> String {
     }
     let cut: String = s.chars().take(max.saturating_sub(1)).collect();
     format!("{cut}…")
+}
+
+/// The ConfigMaps the baseline's server variables may come from (a few GETs, only for
+/// targets that use them). Only the read-back needs them, so a failure (say, RBAC without
+/// `configmaps get`) is logged and the values show as unknown — it must never hold up a
+/// rollback.
+async fn fetch_config_maps(
+    client: &kube::Client,
+    ns: &str,
+    target: &Deployment,
+    container: Option<&str>,
+) -> BTreeMap<String, BTreeMap<String, String>> {
+    let Ok(app) = workload::app_container(target, container) else {
+        return BTreeMap::new();
+    };
+    let api: Api<ConfigMap> = Api::namespaced(client.clone(), ns);
+    let mut out = BTreeMap::new();
+    for name in workload::referenced_config_maps(app, &workload::SERVER_VARS) {
+        match api.get(&name).await {
+            Ok(cm) => {
+                out.insert(name, cm.data.unwrap_or_default());
+            }
+            Err(e) if is_not_found(&e) => {}
+            Err(e) => tracing::warn!(configmap = %name, namespace = ns, error = %e,
+                "cannot read a ConfigMap the target takes server variables from"),
+        }
+    }
+    out
 }
 
 /// Names of the other live experiments in the same namespace that target the same Deployment
@@ -406,10 +444,17 @@ pub fn spec_error(exp: &ConcurrencyExperiment, fetched: &Fetched) -> Option<Stri
             exp.spec.target_ref.name
         ));
     }
+    // Before any traffic moves: a query that cannot run would only ever be Inconclusive.
+    if let Err(e) = crate::analysis::validate(&exp.spec.analysis) {
+        return Some(e.to_string());
+    }
     let target = fetched.target.as_ref()?;
     let container = exp.spec.container.as_deref();
     if let Err(e) = workload::app_container_index(target, container)
         .and_then(|_| workload::target_match_labels(target))
+        // Server flags that cannot be rewritten would leave the candidate on the baseline's
+        // config.
+        .and_then(|_| workload::promoted_template(target, &exp.spec.candidate, container))
     {
         return Some(e.to_string());
     }
@@ -467,7 +512,7 @@ pub fn observations(
     // A target whose app container is gone is still the target: it must be restored.
     let target = fetched.target.as_ref().map(|d| TargetState {
         deployment: workload::rollout_state(d),
-        baseline: workload::read_baseline(d, container).ok(),
+        baseline: workload::read_baseline(d, container, &fetched.configmaps).ok(),
         runs_candidate_config: workload::runs_config(d, &exp.spec.candidate, container),
         template_hash: template_hash(d),
     });

@@ -437,9 +437,10 @@ impl<'a> Ctx<'a> {
     pub fn update_variants(&mut self) {
         self.status.effective_weight = self.obs.effective_weight;
         let target_name = &self.spec.target_ref.name;
+        // The regex `{{pods}}` gets for each variant, so a person can paste it into PromQL.
+        let pods = |deployment: &str| Some(crate::analysis::pods_regex(deployment));
         if let Some(t) = &self.obs.target {
             let previous = self.status.baseline.take();
-            let pods = previous.as_ref().and_then(|b| b.pods.clone());
             // With its app container gone, the config last read from the target is the best
             // account of what the baseline ran.
             let config = t
@@ -453,19 +454,19 @@ impl<'a> Ctx<'a> {
                 ready_replicas: t.deployment.ready_replicas,
                 summary: config.summary(),
                 config,
-                pods,
+                pods: pods(target_name),
             });
         }
         let config = RenderedServer::from(&self.spec.candidate);
-        let pods = self.status.candidate.as_ref().and_then(|c| c.pods.clone());
         let c = self.obs.candidate.clone().unwrap_or_default();
+        let candidate = crate::workload::candidate_name(target_name);
         self.status.candidate = Some(VariantStatus {
-            deployment: crate::workload::candidate_name(target_name),
+            pods: pods(&candidate),
+            deployment: candidate,
             replicas: c.replicas,
             ready_replicas: c.ready_replicas,
             summary: config.summary(),
             config,
-            pods,
         });
     }
 

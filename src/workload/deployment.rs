@@ -7,9 +7,7 @@ use k8s_openapi::api::core::v1::PodTemplateSpec;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta, OwnerReference};
 use kube::{Resource, ResourceExt};
 
-use super::names::{
-    candidate_name, pods_regex, variant_labels, POD_TEMPLATE_HASH, VARIANT_CANDIDATE,
-};
+use super::names::{candidate_name, variant_labels, POD_TEMPLATE_HASH, VARIANT_CANDIDATE};
 use super::render::{app_container_index, render_server};
 use super::WorkloadError;
 use crate::api::{ConcurrencyExperiment, RenderedServer, ServerConfig, VariantStatus};
@@ -132,16 +130,16 @@ pub fn promoted_template(
         .ok_or_else(|| WorkloadError::NoContainers {
             deployment: target.name_any(),
         })?;
-    render_server(app, config);
+    render_server(app, config)?;
     Ok(template)
 }
 
-/// One variant as status shows it.
+/// One variant as status shows it; `pods` is the regex its queries get for `{{pods}}`.
 pub fn variant_status(deployment: &Deployment, config: RenderedServer) -> VariantStatus {
     let state = rollout_state(deployment);
     let name = deployment.name_any();
     VariantStatus {
-        pods: Some(pods_regex(&name)),
+        pods: Some(crate::analysis::pods_regex(&name)),
         deployment: name,
         replicas: state.replicas,
         ready_replicas: state.ready_replicas,

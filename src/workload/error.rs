@@ -64,6 +64,36 @@ pub enum WorkloadError {
     },
     #[error("status.original.routeBackendRefs: not a JSON list of backendRefs per rule: {0}")]
     StoredRouteRefs(String),
+    #[error(
+        "spec.candidate: container {container} of the target has `{written}` in {location}, \
+         which would override the candidate's {setting} but cannot be rewritten safely: {reason}"
+    )]
+    UnrewritableFlag {
+        container: String,
+        location: String,
+        written: String,
+        setting: String,
+        reason: String,
+    },
+    #[error(
+        "spec.candidate: container {container} of the target starts the server from the shell \
+         string in {location}, which cannot be read ({reason}), so flags in it that would \
+         override the candidate's config cannot be rewritten"
+    )]
+    UnreadableScript {
+        container: String,
+        location: String,
+        reason: &'static str,
+    },
+    #[error(
+        "{field}: `{written}` contradicts {setting} (the server's flag would win); drop it or \
+         make it agree"
+    )]
+    ContradictingFlag {
+        field: String,
+        written: String,
+        setting: String,
+    },
 }
 
 impl WorkloadError {
@@ -85,6 +115,10 @@ impl WorkloadError {
             WorkloadError::ServiceNotInRoute { .. } => "ServiceNotInRoute",
             WorkloadError::RouteRulesChanged { .. } => "RouteChanged",
             WorkloadError::StoredRouteRefs(_) => "InvalidOriginalRoute",
+            WorkloadError::UnrewritableFlag { .. } | WorkloadError::UnreadableScript { .. } => {
+                "UnrewritableFlags"
+            }
+            WorkloadError::ContradictingFlag { .. } => "ContradictingFlags",
         }
     }
 }

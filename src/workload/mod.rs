@@ -3,7 +3,9 @@
 //! k8s-openapi types; the controller does the I/O.
 
 mod baseline;
+mod command;
 mod deployment;
+mod env;
 mod error;
 mod fingerprint;
 mod names;
@@ -11,6 +13,7 @@ mod render;
 
 pub use baseline::*;
 pub use deployment::*;
+pub use env::*;
 pub use error::*;
 pub use fingerprint::*;
 pub use names::*;

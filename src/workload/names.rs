@@ -46,22 +46,6 @@ pub fn variant_labels(experiment: &str, variant: &str) -> BTreeMap<String, Strin
     ])
 }
 
-/// Anchored regex of the pod names of a Deployment, for `{{pods}}`. Dots are written as `[.]`
-/// so the regex can be pasted into a PromQL string without escaping.
-pub fn pods_regex(deployment: &str) -> String {
-    const MAX_GENERATED_BASE: usize = 58;
-    let quoted = |s: &str| s.replace('.', "[.]");
-    if deployment.len() + 12 <= MAX_GENERATED_BASE {
-        format!("^{}-[a-z0-9]{{1,10}}-[a-z0-9]{{5}}$", quoted(deployment))
-    } else if deployment.len() < MAX_GENERATED_BASE {
-        // The ReplicaSet hash (and maybe its dash) were cut off at 58 characters.
-        format!("^{}-[a-z0-9]{{0,10}}-?[a-z0-9]{{5}}$", quoted(deployment))
-    } else {
-        let base: String = deployment.chars().take(MAX_GENERATED_BASE).collect();
-        format!("^{}[a-z0-9]{{5}}$", quoted(&base))
-    }
-}
-
 /// `base + suffix` if it fits in `max`; else a cut `base`, a dash, 8 hex digits of a hash of
 /// the whole `base` (so different long names stay different), then `suffix`.
 fn fit_name(base: &str, suffix: &str, max: usize) -> String {
@@ -115,37 +99,5 @@ mod tests {
             "{}",
             candidate_name(&dashy)
         );
-    }
-
-    #[test]
-    fn pods_regex_matches_only_its_own_deployment() {
-        let matches = |deployment: &str, pod: &str| {
-            regex::Regex::new(&pods_regex(deployment))
-                .unwrap()
-                .is_match(pod)
-        };
-        assert!(matches("storefront", "storefront-7d9f8b6c5d-x2k4q"));
-        assert!(!matches(
-            "storefront",
-            "storefront-candidate-7d9f8b6c5d-x2k4q"
-        ));
-        assert!(matches(
-            "storefront-candidate",
-            "storefront-candidate-5c8d7f9b4-abcde"
-        ));
-        assert!(!matches(
-            "storefront-candidate",
-            "storefront-7d9f8b6c5d-x2k4q"
-        ));
-        assert!(matches("a.b", "a.b-5c8d7f9b4-abcde"));
-        assert!(!matches("a.b", "axb-5c8d7f9b4-abcde"));
-        // Long names: the API server cut the generated base at 58 characters.
-        let long = "p".repeat(60);
-        assert!(matches(&long, &format!("{}abcde", "p".repeat(58))));
-        let target = "t".repeat(50);
-        let pod = format!("{target}-5c8d7f9qwert");
-        assert!(matches(&target, &pod));
-        let candidate = candidate_name(&target);
-        assert!(!matches(&target, &format!("{candidate}-5c8d7f9b4-abcde")));
     }
 }

@@ -4,7 +4,7 @@ use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{Container, EnvVar};
 use kube::ResourceExt;
 
-use super::WorkloadError;
+use super::{command, WorkloadError};
 use crate::api::{FalconMode, ServerConfig, ServerKind};
 
 /// Worker processes, for Puma and for Falcon's `falcon.rb` convention.
@@ -69,7 +69,16 @@ fn containers(target: &Deployment) -> &[Container] {
 
 /// Writes `config` into `container`. Idempotent: rendering twice gives the same container,
 /// which is how [`super::runs_config`] recognises a promoted target.
-pub fn render_server(container: &mut Container, config: &ServerConfig) {
+///
+/// Env entries are literal values in place of whatever set them before (a `valueFrom` is
+/// replaced, not duplicated) and override `envFrom`, as Kubernetes gives `env` precedence.
+/// Server flags on the command line (`puma -w 2 -t 6:6`, also inside `sh -c "…"`) would
+/// override that env, so they are rewritten to the candidate's counts; a form that cannot be
+/// rewritten safely is an error naming it, never a candidate running the baseline's config.
+pub fn render_server(
+    container: &mut Container,
+    config: &ServerConfig,
+) -> Result<(), WorkloadError> {
     let mut env = container.env.take().unwrap_or_default();
     match config.server {
         ServerKind::Puma => {
@@ -131,6 +140,14 @@ pub fn render_server(container: &mut Container, config: &ServerConfig) {
     if let Some(resources) = &config.resources {
         container.resources = Some(resources.clone());
     }
+    let from_spec = (config.command.is_some(), config.args.is_some());
+    command::rewrite(
+        &container.name,
+        &mut container.command,
+        &mut container.args,
+        config,
+        from_spec,
+    )
 }
 
 /// Sets `name` to `value`, in place if present (first occurrence, later duplicates removed),

@@ -8,8 +8,12 @@ use super::*;
 use crate::api::{FalconMode, FalconOptions, RenderedServer, ServerConfig, ServerKind};
 
 fn rendered(mut c: Container, config: &ServerConfig) -> Container {
-    render_server(&mut c, config);
+    render_server(&mut c, config).unwrap();
     c
+}
+
+fn no_config_maps() -> ConfigMaps {
+    ConfigMaps::new()
 }
 
 #[test]
@@ -234,7 +238,7 @@ fn baseline_reads_back_what_was_rendered() {
     for config in [puma(2, 4), puma(1, 16)] {
         let d = deployment("storefront", vec![rendered(puma_2x6(), &config)]);
         assert_eq!(
-            read_baseline(&d, None).unwrap(),
+            read_baseline(&d, None, &no_config_maps()).unwrap(),
             RenderedServer::from(&config)
         );
     }
@@ -243,14 +247,19 @@ fn baseline_reads_back_what_was_rendered() {
         ..puma(2, 4)
     };
     let d = deployment("storefront", vec![rendered(puma_2x6(), &with_min)]);
-    assert_eq!(read_baseline(&d, None).unwrap().min_threads, Some(2));
+    assert_eq!(
+        read_baseline(&d, None, &no_config_maps())
+            .unwrap()
+            .min_threads,
+        Some(2)
+    );
 
     let d = deployment(
         "storefront",
         vec![rendered(puma_2x6(), &falcon(3, Some(FalconMode::Host)))],
     );
     assert_eq!(
-        read_baseline(&d, None).unwrap(),
+        read_baseline(&d, None, &no_config_maps()).unwrap(),
         RenderedServer {
             server: ServerKind::Falcon,
             workers: Some(3),
@@ -269,7 +278,7 @@ fn baseline_falls_back_to_the_server_variable_and_the_command_line() {
             &[("SERVER", "Falcon"), ("WEB_CONCURRENCY", "2")],
         )],
     );
-    let b = read_baseline(&by_env, None).unwrap();
+    let b = read_baseline(&by_env, None, &no_config_maps()).unwrap();
     assert_eq!(
         (b.server, b.workers, b.threads),
         (ServerKind::Falcon, Some(2), None)
@@ -281,7 +290,7 @@ fn baseline_falls_back_to_the_server_variable_and_the_command_line() {
             .map(String::from)
             .to_vec(),
     );
-    let b = read_baseline(&deployment("s", vec![flags]), None).unwrap();
+    let b = read_baseline(&deployment("s", vec![flags]), None, &no_config_maps()).unwrap();
     assert_eq!(
         (b.server, b.workers, b.threads, b.min_threads),
         (ServerKind::Puma, Some(3), Some(5), Some(2))
@@ -293,13 +302,13 @@ fn baseline_falls_back_to_the_server_variable_and_the_command_line() {
             .map(String::from)
             .to_vec(),
     );
-    let b = read_baseline(&deployment("s", vec![serve]), None).unwrap();
+    let b = read_baseline(&deployment("s", vec![serve]), None, &no_config_maps()).unwrap();
     assert_eq!((b.server, b.workers), (ServerKind::Falcon, Some(4)));
 }
 
 #[test]
 fn container_not_found_names_the_field_and_the_choices() {
-    let err = read_baseline(&storefront(), Some("web")).unwrap_err();
+    let err = read_baseline(&storefront(), Some("web"), &no_config_maps()).unwrap_err();
     assert_eq!(
         err.to_string(),
         "spec.container: container \"web\" not found in Deployment storefront (containers: app, sidecar)"

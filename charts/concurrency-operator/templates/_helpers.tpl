@@ -52,6 +52,10 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 - apiGroups: [""]
   resources: ["services"]
   verbs: ["get", "list", "watch", "create", "patch", "update", "delete"]
+# get only: the ConfigMaps the target's app container takes its server variables from.
+- apiGroups: [""]
+  resources: ["configmaps"]
+  verbs: ["get"]
 - apiGroups: ["gateway.networking.k8s.io"]
   resources: ["httproutes"]
   verbs: ["get", "list", "watch", "patch", "update"]
