@@ -118,6 +118,7 @@ pub enum Promotion {
 /// Annotations a person can set with `kubectl annotate`.
 pub const ANNOTATION_ABORT: &str = "concurrency.dev/abort";
 pub const ANNOTATION_APPROVE: &str = "concurrency.dev/approve";
+pub const ANNOTATION_RETRY: &str = "concurrency.dev/retry";
 
 pub fn default_stages() -> Vec<Stage> {
     [30, 70, 100]
