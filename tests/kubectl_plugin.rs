@@ -52,8 +52,17 @@ async fn fake_api(phase: &'static str) -> (SocketAddr, Arc<Mutex<Vec<String>>>) 
                     async move {
                         let method = req.method().to_string();
                         let path = req.uri().path().to_string();
+                        let user = req
+                            .headers()
+                            .get("impersonate-user")
+                            .and_then(|v| v.to_str().ok())
+                            .map(|u| format!(" as {u}"))
+                            .unwrap_or_default();
                         let _ = req.into_body().collect().await;
-                        record.lock().unwrap().push(format!("{method} {path}"));
+                        record
+                            .lock()
+                            .unwrap()
+                            .push(format!("{method} {path}{user}"));
                         let name = path.strip_prefix(&format!("{PATH}/")).unwrap_or("");
                         let (code, body) = match (method.as_str(), name) {
                             ("GET", "storefront-threads") => (200, experiment(phase)),
@@ -189,6 +198,18 @@ async fn success_prints_to_stdout_and_exits_zero() {
         stdout(&o).contains("0 analyses kept in status"),
         "{}",
         stdout(&o)
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn as_impersonates_like_kubectl() {
+    let (addr, calls) = fake_api("Progressing").await;
+    let viewer = "system:serviceaccount:shop:viewer";
+    let o = plugin(addr, &["get", "storefront-threads", "--as", viewer]).await;
+    assert_eq!(o.status.code(), Some(0), "{}", stderr(&o));
+    assert_eq!(
+        calls.lock().unwrap().clone(),
+        [format!("GET {PATH}/storefront-threads as {viewer}")]
     );
 }
 

@@ -13,7 +13,7 @@ use concurrency_operator::telemetry::install_crypto_provider;
 async fn main() -> ExitCode {
     let cli = Cli::parse();
     install_crypto_provider();
-    let result = match Session::connect(cli.context.as_deref(), cli.namespace.as_deref()).await {
+    let result = match Session::connect(&cli).await {
         Ok(session) => {
             let mut stdout = std::io::stdout();
             kubectl::run(&session, cli.command, &mut stdout).await

@@ -21,6 +21,12 @@ pub struct Cli {
     /// kubeconfig context to use; default: the current context.
     #[arg(long, global = true)]
     pub context: Option<String>,
+    /// User to impersonate, as kubectl's --as (e.g. system:serviceaccount:shop:viewer).
+    #[arg(long = "as", global = true, value_name = "USER")]
+    pub as_user: Option<String>,
+    /// Group to impersonate; repeatable, as kubectl's --as-group.
+    #[arg(long = "as-group", global = true, value_name = "GROUP")]
+    pub as_groups: Vec<String>,
     #[command(subcommand)]
     pub command: Command,
 }
@@ -146,6 +152,22 @@ mod tests {
         };
         assert_eq!((g.name, g.watch), (None, false));
         assert_eq!(cli.namespace.as_deref(), Some("shop"));
+        let cli = parse(&[
+            "abort",
+            "x",
+            "--as",
+            "system:serviceaccount:shop:viewer",
+            "--as-group",
+            "a",
+            "--as-group",
+            "b",
+        ])
+        .unwrap();
+        assert_eq!(
+            cli.as_user.as_deref(),
+            Some("system:serviceaccount:shop:viewer")
+        );
+        assert_eq!(cli.as_groups, ["a", "b"]);
     }
 
     #[test]

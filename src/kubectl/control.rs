@@ -135,6 +135,9 @@ pub fn plan(control: Control, exp: &ConcurrencyExperiment) -> Result<Plan, Plugi
                     "promotes once spec.paused is lifted (`kubectl concurrency resume`)".to_string()
                 }
                 Some(AWAITING_APPROVAL) => "promotes the candidate into the target".to_string(),
+                _ if exp.spec.paused => {
+                    "promotes when the last stage has passed and spec.paused is lifted".to_string()
+                }
                 _ => "promotes when the last stage has passed".to_string(),
             };
             if is_true(annotation(exp, ANNOTATION_APPROVE)) {

@@ -184,10 +184,8 @@ pub struct Session {
 impl Session {
     /// From the kubeconfig (`--context` picks a context) or the in-cluster config; the
     /// namespace is `-n`, else the context's, else `default` — as kubectl does.
-    pub async fn connect(
-        context: Option<&str>,
-        namespace: Option<&str>,
-    ) -> Result<Session, PluginError> {
+    pub async fn connect(cli: &Cli) -> Result<Session, PluginError> {
+        let (context, namespace) = (cli.context.as_deref(), cli.namespace.as_deref());
         let config = match context {
             Some(context) => {
                 let options = kube::config::KubeConfigOptions {
@@ -202,6 +200,13 @@ impl Session {
                 .await
                 .map_err(|e| PluginError::Connect(one_line(&e.to_string())))?,
         };
+        let mut config = config;
+        if let Some(user) = &cli.as_user {
+            config.auth_info.impersonate = Some(user.clone());
+        }
+        if !cli.as_groups.is_empty() {
+            config.auth_info.impersonate_groups = Some(cli.as_groups.clone());
+        }
         let default_namespace = config.default_namespace.clone();
         let client =
             Client::try_from(config).map_err(|e| PluginError::Connect(one_line(&e.to_string())))?;

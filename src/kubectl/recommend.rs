@@ -418,7 +418,10 @@ pub async fn run(
 ) -> Result<(), PluginError> {
     let names = metric_names(&args.metrics)?;
     let deployment = session.deployment(&args.deployment).await?;
-    let target = Target::from_deployment(&deployment, args.container.as_deref())?;
+    let mut target = Target::from_deployment(&deployment, args.container.as_deref())?;
+    if target.namespace.is_empty() {
+        target.namespace = session.namespace.clone();
+    }
     let queries = queries(&target, &names, args.window)?;
     let client = PrometheusClient::new(&args.prometheus, args.timeout)?;
     let m = measure(&client, &queries, Timestamp::now()).await?;
