@@ -121,12 +121,12 @@ pub fn namespaces(list: &[String]) -> Vec<String> {
         .collect()
 }
 
-fn duration(value: &str) -> Result<Duration, String> {
+pub(crate) fn duration(value: &str) -> Result<Duration, String> {
     parse_duration("duration", value).map_err(|e| e.to_string())
 }
 
 /// `0.52` or `52%` → 0.52; rejects values outside 0..=1.
-fn share(value: &str) -> Result<f64, String> {
+pub(crate) fn share(value: &str) -> Result<f64, String> {
     let v = if value.trim().ends_with('%') {
         parse_percent("share", value).map_err(|e| e.to_string())?
     } else {

@@ -8,6 +8,7 @@ pub mod api;
 pub mod cli;
 pub mod controller;
 pub mod drain;
+pub mod kubectl;
 pub mod leader;
 pub mod plan;
 pub mod telemetry;

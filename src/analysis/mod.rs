@@ -1,9 +1,11 @@
 //! Analysis: render each check's PromQL per variant, ask Prometheus, judge the candidate
-//! against limits and the baseline, and derive a thread-count recommendation.
+//! against limits and the baseline, and derive a thread-count recommendation and a capacity
+//! estimate.
 //!
 //! Everything but `prometheus` and `run` is pure: rendering, judgement, statistics and the
 //! recommendation are plain functions with plain tests.
 
+pub mod capacity;
 pub mod judge;
 pub mod prometheus;
 pub mod queries;
@@ -12,10 +14,12 @@ pub mod run;
 pub mod stats;
 pub mod template;
 
+pub use capacity::{headroom, pod_capacity, worker_capacity, Bound, Capacity, PerRequest};
 pub use judge::{aggregate, judge_check, Limits, Unit};
 pub use prometheus::{PrometheusClient, PrometheusError, QueryTimer, DEFAULT_TIMEOUT};
 pub use queries::{
-    builtin_template, io_share_template, requests_template, validate_names, QueryError,
+    builtin_template, busiest_pod_rate_template, cpu_per_request_template, io_per_request_template,
+    io_share_template, requests_template, validate_names, QueryError,
 };
 pub use recommend::{
     amdahl_speedup, recommend, recommend_from_spec, recommendation_table, recommended_threads,

@@ -163,6 +163,36 @@ pub fn io_share_template(names: &MetricNames) -> Result<String, QueryError> {
     ))
 }
 
+/// Seconds of `counter` per request over the window: the CPU (running) or I/O time one request
+/// takes, for the capacity estimate. No requests give NaN (0/0), not a value.
+fn per_request(counter: &str, requests: &str) -> String {
+    format!(
+        "sum(rate({counter}{{{SELECTOR}}}[{{{{interval}}}}])) / sum(rate({requests}{{{SELECTOR}}}[{{{{interval}}}}]))"
+    )
+}
+
+/// CPU time per request: running seconds (holding the GVL) per request.
+pub fn cpu_per_request_template(names: &MetricNames) -> Result<String, QueryError> {
+    let run = metric("runningSeconds", &names.running_seconds)?;
+    let r = metric("requestsTotal", &names.requests_total)?;
+    Ok(per_request(run, r))
+}
+
+/// I/O time per request: I/O wait seconds per request.
+pub fn io_per_request_template(names: &MetricNames) -> Result<String, QueryError> {
+    let io = metric("ioWaitSeconds", &names.io_wait_seconds)?;
+    let r = metric("requestsTotal", &names.requests_total)?;
+    Ok(per_request(io, r))
+}
+
+/// Requests per second of the busiest pod: headroom is decided by the pod that saturates first.
+pub fn busiest_pod_rate_template(names: &MetricNames) -> Result<String, QueryError> {
+    let r = metric("requestsTotal", &names.requests_total)?;
+    Ok(format!(
+        "max(sum by (pod) (rate({r}{{{SELECTOR}}}[{{{{interval}}}}])))"
+    ))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -261,6 +291,37 @@ mod tests {
                 r("ruby_gvl_wait_seconds_total")
             )
         );
+    }
+
+    #[test]
+    fn per_request_times_and_the_busiest_pod() {
+        let names = MetricNames::default();
+        let r = |m: &str| format!("sum(rate({m}{SEL}[{{{{interval}}}}]))");
+        assert_eq!(
+            cpu_per_request_template(&names).unwrap(),
+            format!(
+                "{} / {}",
+                r("ruby_running_seconds_total"),
+                r("rails_requests_total")
+            )
+        );
+        assert_eq!(
+            io_per_request_template(&names).unwrap(),
+            format!(
+                "{} / {}",
+                r("ruby_io_wait_seconds_total"),
+                r("rails_requests_total")
+            )
+        );
+        assert_eq!(
+            busiest_pod_rate_template(&names).unwrap(),
+            format!("max(sum by (pod) (rate(rails_requests_total{SEL}[{{{{interval}}}}])))")
+        );
+        let bad = MetricNames {
+            running_seconds: "x{".into(),
+            ..MetricNames::default()
+        };
+        assert!(cpu_per_request_template(&bad).is_err());
     }
 
     #[test]

@@ -1,0 +1,484 @@
+//! `recommend DEPLOYMENT --prometheus URL`: size a running Deployment, no experiment needed.
+//!
+//! Reads the server config back from the pod template (as the operator does for a baseline),
+//! measures the I/O share, CPU and I/O seconds per request and the busiest pod's request rate
+//! with the operator's own query templates and Prometheus client, then prints the Amdahl table
+//! and the capacity per thread count (`analysis::capacity`).
+
+use std::io::Write;
+use std::time::Duration;
+
+use jiff::Timestamp;
+use k8s_openapi::api::apps::v1::Deployment;
+use kube::ResourceExt;
+
+use super::cli::RecommendArgs;
+use super::render::Table;
+use super::{PluginError, Session};
+use crate::analysis::recommend::MAX_THREADS;
+use crate::analysis::{
+    busiest_pod_rate_template, cpu_per_request_template, headroom, io_per_request_template,
+    io_share_template, pod_capacity, pods_regex, recommend, recommendation_table, render,
+    validate_names, PerRequest, PrometheusClient, TemplateVars, Unit,
+};
+use crate::api::{format_duration, MetricNames, RenderedServer, ServerKind};
+use crate::workload::{app_container, read_baseline};
+
+/// The Deployment as far as the estimate needs it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Target {
+    pub deployment: String,
+    pub namespace: String,
+    pub container: String,
+    pub config: RenderedServer,
+    pub replicas: i32,
+    pub ready: i32,
+    /// The app container's CPU limit, cores.
+    pub cpu_limit: Option<f64>,
+}
+
+impl Target {
+    pub fn from_deployment(d: &Deployment, container: Option<&str>) -> Result<Self, PluginError> {
+        let c = app_container(d, container)?;
+        let config = read_baseline(d, container, &Default::default())?;
+        let cpu_limit = c
+            .resources
+            .as_ref()
+            .and_then(|r| r.limits.as_ref())
+            .and_then(|l| l.get("cpu"))
+            .and_then(|q| cpu_cores(&q.0));
+        Ok(Target {
+            deployment: d.name_any(),
+            namespace: d.namespace().unwrap_or_default(),
+            container: c.name.clone(),
+            config,
+            replicas: d.spec.as_ref().and_then(|s| s.replicas).unwrap_or(1),
+            ready: d
+                .status
+                .as_ref()
+                .and_then(|s| s.ready_replicas)
+                .unwrap_or(0),
+            cpu_limit,
+        })
+    }
+}
+
+/// A CPU quantity in cores: `2`, `1.5`, `500m`, `250000u`, `100000000n`. The workload
+/// module's quantity parser is private to it; CPU needs only these forms.
+pub fn cpu_cores(q: &str) -> Option<f64> {
+    let q = q.trim();
+    let (number, scale) = match q.char_indices().last()? {
+        (i, 'm') => (&q[..i], 1e-3),
+        (i, 'u') => (&q[..i], 1e-6),
+        (i, 'n') => (&q[..i], 1e-9),
+        _ => (q, 1.0),
+    };
+    let v: f64 = number.parse().ok()?;
+    (v.is_finite() && v > 0.0).then_some(v * scale)
+}
+
+/// `--metric requestsTotal=http_requests_total`: the same field names as
+/// `spec.analysis.metrics`, checked against Prometheus' name grammar.
+pub fn metric_names(flags: &[String]) -> Result<MetricNames, PluginError> {
+    let mut names = serde_json::to_value(MetricNames::default())
+        .map_err(|e| PluginError::Usage(e.to_string()))?;
+    let fields = names.as_object_mut().ok_or_else(|| {
+        PluginError::Usage("metric names do not serialize to an object".to_string())
+    })?;
+    for flag in flags {
+        let (key, value) = flag
+            .split_once('=')
+            .ok_or_else(|| PluginError::Usage(format!("--metric {flag:?}: expected FIELD=NAME")))?;
+        match fields.get_mut(key.trim()) {
+            Some(slot) => *slot = serde_json::Value::String(value.trim().to_string()),
+            None => {
+                let known: Vec<&str> = fields.keys().map(String::as_str).collect();
+                return Err(PluginError::Usage(format!(
+                    "--metric {flag:?}: unknown field {key:?} (known: {})",
+                    known.join(", ")
+                )));
+            }
+        }
+    }
+    let names: MetricNames =
+        serde_json::from_value(names).map_err(|e| PluginError::Usage(e.to_string()))?;
+    validate_names(&names).map_err(|e| {
+        PluginError::Usage(format!(
+            "--metric: {}",
+            e.to_string().replace("spec.analysis.metrics.", "")
+        ))
+    })?;
+    Ok(names)
+}
+
+/// What is measured, in the order it is reported.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Quantity {
+    IoShare,
+    CpuPerRequest,
+    IoPerRequest,
+    BusiestPodRate,
+}
+
+impl Quantity {
+    pub const ALL: [Quantity; 4] = [
+        Quantity::IoShare,
+        Quantity::CpuPerRequest,
+        Quantity::IoPerRequest,
+        Quantity::BusiestPodRate,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Quantity::IoShare => "I/O share",
+            Quantity::CpuPerRequest => "CPU per request",
+            Quantity::IoPerRequest => "I/O per request",
+            Quantity::BusiestPodRate => "busiest pod rate",
+        }
+    }
+}
+
+/// The four queries for the Deployment's pods over `window`, rendered as sent.
+pub fn queries(
+    target: &Target,
+    names: &MetricNames,
+    window: Duration,
+) -> Result<Vec<(Quantity, String)>, PluginError> {
+    let vars = TemplateVars {
+        namespace: target.namespace.clone(),
+        pods: pods_regex(&target.deployment),
+        interval: window,
+        container: target.container.clone(),
+    };
+    let usage = |e: &dyn std::fmt::Display| PluginError::Usage(e.to_string());
+    Quantity::ALL
+        .into_iter()
+        .map(|q| {
+            let template = match q {
+                Quantity::IoShare => io_share_template(names),
+                Quantity::CpuPerRequest => cpu_per_request_template(names),
+                Quantity::IoPerRequest => io_per_request_template(names),
+                Quantity::BusiestPodRate => busiest_pod_rate_template(names),
+            }
+            .map_err(|e| usage(&e))?;
+            let promql = render(q.name(), &template, &vars).map_err(|e| usage(&e))?;
+            Ok((q, promql))
+        })
+        .collect()
+}
+
+/// The measured values; `None` where the query returned nothing or NaN (0/0: no requests).
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct Measurement {
+    pub io_share: Option<f64>,
+    pub cpu: Option<f64>,
+    pub io: Option<f64>,
+    pub busiest_pod_rate: Option<f64>,
+}
+
+impl Measurement {
+    pub fn get(&self, q: Quantity) -> Option<f64> {
+        match q {
+            Quantity::IoShare => self.io_share,
+            Quantity::CpuPerRequest => self.cpu,
+            Quantity::IoPerRequest => self.io,
+            Quantity::BusiestPodRate => self.busiest_pod_rate,
+        }
+    }
+
+    fn set(&mut self, q: Quantity, v: Option<f64>) {
+        let slot = match q {
+            Quantity::IoShare => &mut self.io_share,
+            Quantity::CpuPerRequest => &mut self.cpu,
+            Quantity::IoPerRequest => &mut self.io,
+            Quantity::BusiestPodRate => &mut self.busiest_pod_rate,
+        };
+        *slot = v.filter(|v| v.is_finite());
+    }
+}
+
+/// Runs the queries; a Prometheus error (unreachable, rejected query) ends the measurement.
+pub async fn measure(
+    client: &PrometheusClient,
+    queries: &[(Quantity, String)],
+    at: Timestamp,
+) -> Result<Measurement, PluginError> {
+    let answers =
+        futures::future::join_all(queries.iter().map(|(_, q)| client.query_value(q, at))).await;
+    let mut m = Measurement::default();
+    for ((q, _), answer) in queries.iter().zip(answers) {
+        m.set(*q, answer?);
+    }
+    Ok(m)
+}
+
+/// Settings of the report.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ReportSettings {
+    pub prometheus: String,
+    pub window: Duration,
+    pub min_gain: f64,
+    pub async_above: f64,
+}
+
+fn req_s(v: f64) -> String {
+    format!("{v:.1} req/s")
+}
+
+fn percent(share: f64) -> String {
+    format!("{:.0}%", share * 100.0)
+}
+
+fn cores(c: f64) -> String {
+    let s = format!("{c:.3}");
+    let s = s.trim_end_matches('0').trim_end_matches('.');
+    format!("{s} {}", if c == 1.0 { "core" } else { "cores" })
+}
+
+/// The whole report, and the quantities whose query returned nothing.
+pub fn report(
+    target: &Target,
+    m: &Measurement,
+    queries: &[(Quantity, String)],
+    s: &ReportSettings,
+) -> (String, Vec<&'static str>) {
+    let secs = Unit::Seconds;
+    let cfg = &target.config;
+    let mut out = format!(
+        "Deployment {} in namespace {}, container {}: {} ({}/{} ready), CPU limit {}\n",
+        target.deployment,
+        target.namespace,
+        target.container,
+        cfg.summary(),
+        target.ready,
+        target.replicas,
+        target.cpu_limit.map_or("none".to_string(), cores),
+    );
+    out.push_str(&format!(
+        "Measured over the last {} from {}:\n",
+        format_duration(s.window),
+        s.prometheus
+    ));
+    let shown = |v: Option<f64>, f: &dyn Fn(f64) -> String| v.map_or("no data".to_string(), f);
+    let mut t = Table::new(["", "", ""]).indented("  ");
+    t.row([
+        "I/O share p".to_string(),
+        shown(m.io_share, &|v| format!("{:.1}%", v * 100.0)),
+        "io / (running + io + gvlWait)".into(),
+    ]);
+    t.row([
+        "CPU per request".to_string(),
+        shown(m.cpu, &|v| secs.format(v)),
+        "running (GVL held) seconds per request".into(),
+    ]);
+    t.row([
+        "I/O per request".to_string(),
+        shown(m.io, &|v| secs.format(v)),
+        "I/O wait seconds per request".into(),
+    ]);
+    t.row([
+        "busiest pod".to_string(),
+        shown(m.busiest_pod_rate, &req_s),
+        "requests per second".into(),
+    ]);
+    // The header row of a label/value list is empty: drop it.
+    let listing = t.render();
+    out.push_str(listing.split_once('\n').map_or("", |(_, rest)| rest));
+
+    let rec = m
+        .io_share
+        .and_then(|p| recommend(p, s.min_gain, s.async_above));
+    out.push('\n');
+    match m.io_share {
+        Some(p) => out.push_str(&recommendation_table(p, s.min_gain, s.async_above)),
+        None => out.push_str("Amdahl table: no I/O share measured.\n"),
+    }
+
+    out.push('\n');
+    match (m.cpu, m.io) {
+        (Some(cpu), Some(io)) => out.push_str(&capacity_table(
+            target,
+            PerRequest { cpu, io },
+            m.busiest_pod_rate,
+            rec.as_ref().map(|r| r.threads),
+            rec.as_ref().map_or(0, |r| r.speedups.len()),
+        )),
+        _ => out.push_str("Capacity: needs CPU and I/O per request.\n"),
+    }
+
+    let missing: Vec<(Quantity, &String)> = queries
+        .iter()
+        .filter(|(q, _)| m.get(*q).is_none())
+        .map(|(q, promql)| (*q, promql))
+        .collect();
+    if !missing.is_empty() {
+        out.push_str("\nNo data (the query returned nothing, or NaN for no requests):\n");
+        for (q, promql) in &missing {
+            out.push_str(&format!("  {}: {promql}\n", q.name()));
+        }
+    }
+    (out, missing.iter().map(|(q, _)| q.name()).collect())
+}
+
+fn capacity_table(
+    target: &Target,
+    per_request: PerRequest,
+    rate: Option<f64>,
+    recommended: Option<i32>,
+    amdahl_rows: usize,
+) -> String {
+    let cfg = &target.config;
+    let workers = cfg.workers.filter(|w| *w >= 1);
+    let w = workers.map_or(1, |w| w.unsigned_abs());
+    let current_threads = (cfg.server == ServerKind::Puma)
+        .then_some(cfg.threads)
+        .flatten()
+        .filter(|t| *t >= 1)
+        .map(i32::unsigned_abs);
+    // As long as the Amdahl table, and long enough to show the current thread count.
+    let rows = u32::try_from(amdahl_rows)
+        .unwrap_or(MAX_THREADS)
+        .max(current_threads.unwrap_or(0))
+        .clamp(8, MAX_THREADS);
+    let secs = Unit::Seconds;
+    let mut out = format!(
+        "Capacity per pod at {} CPU + {} I/O per request, {w} worker{}{}{}:\n",
+        secs.format(per_request.cpu),
+        secs.format(per_request.io),
+        if w == 1 { "" } else { "s" },
+        if workers.is_none() {
+            " (WEB_CONCURRENCY not set: assumed)"
+        } else {
+            ""
+        },
+        target
+            .cpu_limit
+            .map_or(String::new(), |c| format!(", CPU limit {}", cores(c))),
+    );
+    out.push_str(
+        "a Puma worker with t threads ≈ min(t / (cpu + io), 1 / cpu), a Falcon worker ≈ 1 / cpu; \
+         the pod = workers × that, capped by the CPU limit (limit / cpu)\n",
+    );
+    let mut t = Table::new([
+        "SERVER",
+        "THREADS",
+        "PER WORKER",
+        "PER POD",
+        "BOUND",
+        "HEADROOM",
+        "",
+    ]);
+    let mut row = |server: ServerKind, threads: Option<u32>, note: String| {
+        let Some(c) = pod_capacity(server, w, threads, per_request, target.cpu_limit) else {
+            return;
+        };
+        t.row([
+            server.to_string(),
+            threads.map_or("-".to_string(), |t| t.to_string()),
+            req_s(c.per_worker),
+            req_s(c.per_pod),
+            c.bound.as_str().to_string(),
+            rate.and_then(|r| headroom(r, c.per_pod))
+                .map_or("-".to_string(), percent),
+            note,
+        ]);
+    };
+    for n in 1..=rows {
+        let mut notes = Vec::new();
+        if current_threads == Some(n) {
+            notes.push("← now");
+        }
+        if recommended.and_then(|r| u32::try_from(r).ok()) == Some(n) {
+            notes.push("← recommended (Amdahl)");
+        }
+        row(ServerKind::Puma, Some(n), notes.join(" "));
+    }
+    let falcon_now = if cfg.server == ServerKind::Falcon {
+        "← now"
+    } else {
+        ""
+    };
+    row(ServerKind::Falcon, None, falcon_now.to_string());
+    out.push_str(&t.render());
+    out.push_str(&match rate {
+        Some(r) => format!(
+            "Headroom = 1 − busiest pod's rate ({}) / capacity; negative: the pod serves more \
+             than the estimate.\n",
+            req_s(r)
+        ),
+        None => "Headroom: no request rate measured.\n".to_string(),
+    });
+    out
+}
+
+pub async fn run(
+    session: &Session,
+    args: &RecommendArgs,
+    out: &mut (dyn Write + Send),
+) -> Result<(), PluginError> {
+    let names = metric_names(&args.metrics)?;
+    let deployment = session.deployment(&args.deployment).await?;
+    let mut target = Target::from_deployment(&deployment, args.container.as_deref())?;
+    if target.namespace.is_empty() {
+        target.namespace = session.namespace.clone();
+    }
+    let queries = queries(&target, &names, args.window)?;
+    let client = PrometheusClient::new(&args.prometheus, args.timeout)?;
+    let m = measure(&client, &queries, Timestamp::now()).await?;
+    let settings = ReportSettings {
+        prometheus: args.prometheus.clone(),
+        window: args.window,
+        min_gain: args.min_gain,
+        async_above: args.async_above,
+    };
+    let (text, missing) = report(&target, &m, &queries, &settings);
+    if missing.is_empty() {
+        out.write_all(text.as_bytes())?;
+        Ok(())
+    } else {
+        Err(PluginError::NoData {
+            report: text,
+            missing: missing.into_iter().map(String::from).collect(),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cpu_quantities_in_cores() {
+        assert_eq!(cpu_cores("2"), Some(2.0));
+        assert_eq!(cpu_cores("1.5"), Some(1.5));
+        assert_eq!(cpu_cores("500m"), Some(0.5));
+        assert!((cpu_cores("250000u").unwrap() - 0.25).abs() < 1e-12);
+        assert!((cpu_cores("100000000n").unwrap() - 0.1).abs() < 1e-12);
+        assert_eq!(cpu_cores("0"), None);
+        assert_eq!(cpu_cores("lots"), None);
+        assert_eq!(cpu_cores(""), None);
+    }
+
+    #[test]
+    fn metric_flags_use_the_spec_field_names() {
+        let names = metric_names(&["requestsTotal=http_requests_total".into()]).unwrap();
+        assert_eq!(names.requests_total, "http_requests_total");
+        assert_eq!(
+            names.running_seconds,
+            MetricNames::default().running_seconds
+        );
+        let e = metric_names(&["requests=x".into()])
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("unknown field \"requests\""), "{e}");
+        assert!(e.contains("requestsTotal"), "{e}");
+        let e = metric_names(&["requestsTotal".into()])
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("expected FIELD=NAME"), "{e}");
+        let e = metric_names(&["runningSeconds=up{x=\"y\"}".into()])
+            .unwrap_err()
+            .to_string();
+        assert!(e.starts_with("--metric: runningSeconds"), "{e}");
+    }
+}

@@ -1,0 +1,412 @@
+//! Pure rendering of experiments for people: the detail view, the namespace list, aligned
+//! tables, ages and check values in their units.
+
+use std::collections::BTreeMap;
+
+use jiff::Timestamp;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use kube::ResourceExt;
+
+use crate::analysis::Unit;
+use crate::api::{
+    AnalysisRecord, CheckResult, ConcurrencyExperiment, ConcurrencyExperimentStatus, Decision,
+    Phase, VariantStatus, Verdict,
+};
+use crate::plan::{AWAITING_APPROVAL, INCONCLUSIVE_LIMIT};
+
+/// Columns separated by two spaces, padded to the widest cell (counted in characters, so
+/// `×` and `✓` take one column), without trailing blanks.
+#[derive(Debug, Clone, Default)]
+pub struct Table {
+    rows: Vec<Vec<String>>,
+    indent: String,
+}
+
+impl Table {
+    pub fn new<S: Into<String>>(header: impl IntoIterator<Item = S>) -> Self {
+        Table {
+            rows: vec![header.into_iter().map(Into::into).collect()],
+            indent: String::new(),
+        }
+    }
+
+    pub fn indented(mut self, indent: &str) -> Self {
+        self.indent = indent.to_string();
+        self
+    }
+
+    pub fn row<S: Into<String>>(&mut self, cells: impl IntoIterator<Item = S>) {
+        self.rows.push(cells.into_iter().map(Into::into).collect());
+    }
+
+    /// Widths of every column over all rows so far.
+    pub fn widths(&self) -> Vec<usize> {
+        let mut widths = Vec::new();
+        for row in &self.rows {
+            for (i, cell) in row.iter().enumerate() {
+                let w = cell.chars().count();
+                match widths.get_mut(i) {
+                    Some(old) if *old < w => *old = w,
+                    Some(_) => {}
+                    None => widths.push(w),
+                }
+            }
+        }
+        widths
+    }
+
+    pub fn render(&self) -> String {
+        let widths = self.widths();
+        self.rows
+            .iter()
+            .map(|row| format!("{}\n", line(&self.indent, row, &widths)))
+            .collect()
+    }
+}
+
+/// One row padded to `widths` (a cell wider than its column just pushes the rest right).
+pub fn line(indent: &str, cells: &[String], widths: &[usize]) -> String {
+    let mut out = indent.to_string();
+    for (i, cell) in cells.iter().enumerate() {
+        if i > 0 {
+            out.push_str("  ");
+        }
+        out.push_str(cell);
+        let w = widths.get(i).copied().unwrap_or(0);
+        out.extend(std::iter::repeat_n(
+            ' ',
+            w.saturating_sub(cell.chars().count()),
+        ));
+    }
+    out.trim_end().to_string()
+}
+
+/// `2026-11-30T01:20:00Z`: UTC, whole seconds, as the API server writes times.
+pub fn time(t: &Time) -> String {
+    t.0.strftime("%Y-%m-%dT%H:%M:%SZ").to_string()
+}
+
+/// kubectl's short ages: `45s`, `3m20s`, `12m`, `5h10m`, `2d3h`, `40d`, `3y`.
+pub fn age(now: Timestamp, then: Timestamp) -> String {
+    let secs = now.as_second().saturating_sub(then.as_second()).max(0);
+    let (m, h, d) = (secs / 60, secs / 3600, secs / 86400);
+    match secs {
+        s if s < 120 => format!("{s}s"),
+        _ if m < 10 => match secs % 60 {
+            0 => format!("{m}m"),
+            s => format!("{m}m{s}s"),
+        },
+        _ if m < 3 * 60 => format!("{m}m"),
+        _ if h < 8 => match m % 60 {
+            0 => format!("{h}h"),
+            mm => format!("{h}h{mm}m"),
+        },
+        _ if h < 48 => format!("{h}h"),
+        _ if h < 24 * 8 => match h % 24 {
+            0 => format!("{d}d"),
+            hh => format!("{d}d{hh}h"),
+        },
+        _ if d < 365 * 2 => format!("{d}d"),
+        _ => format!("{}y", d / 365),
+    }
+}
+
+pub fn mark(v: Verdict) -> &'static str {
+    match v {
+        Verdict::Pass => "✓",
+        Verdict::Fail => "✗",
+        Verdict::Inconclusive => "?",
+    }
+}
+
+/// How each check's values read: the unit of the spec's check of that name.
+pub fn units(exp: &ConcurrencyExperiment) -> BTreeMap<String, Unit> {
+    exp.spec
+        .analysis
+        .checks
+        .iter()
+        .map(|c| (c.display_name(), Unit::of(c)))
+        .collect()
+}
+
+pub fn value(units: &BTreeMap<String, Unit>, check: &str, v: Option<f64>) -> String {
+    match v {
+        Some(v) => units.get(check).copied().unwrap_or(Unit::Plain).format(v),
+        None => "-".into(),
+    }
+}
+
+/// `1200`, `-` when not measured.
+pub fn count(v: Option<f64>) -> String {
+    match v {
+        Some(v) if v.is_finite() => format!("{v:.0}"),
+        _ => "-".into(),
+    }
+}
+
+fn status(exp: &ConcurrencyExperiment) -> ConcurrencyExperimentStatus {
+    exp.status.clone().unwrap_or_default()
+}
+
+/// `2/3` of the spec's stages for a record's stage index.
+pub fn stage_of(exp: &ConcurrencyExperiment, index: i32) -> String {
+    format!("{}/{}", index + 1, exp.spec.stages.len())
+}
+
+pub fn decision_line(d: &Decision) -> String {
+    format!(
+        "{:?} ({}) at {} — {}",
+        d.action,
+        d.reason,
+        time(&d.at),
+        d.message
+    )
+}
+
+fn variant_line(v: &VariantStatus) -> String {
+    format!(
+        "{} — Deployment {}, {}/{} ready",
+        v.summary, v.deployment, v.ready_replicas, v.replicas
+    )
+}
+
+/// Why the experiment is paused or held, and the command that continues it.
+fn hold_lines(exp: &ConcurrencyExperiment, st: &ConcurrencyExperimentStatus) -> Vec<String> {
+    let name = exp.name_any();
+    let mut lines = Vec::new();
+    if st.phase == Phase::RolledBack {
+        lines.push(format!(
+            "Retry:       `kubectl concurrency retry {name}` starts again from stage 1"
+        ));
+    }
+    if st.phase.is_terminal() {
+        return lines;
+    }
+    match st.hold_reason.as_deref() {
+        Some(AWAITING_APPROVAL) => lines.push(format!(
+            "Hold:        {AWAITING_APPROVAL} — all stages passed; `kubectl concurrency approve {name}` promotes"
+        )),
+        Some(INCONCLUSIVE_LIMIT) => lines.push(format!(
+            "Hold:        {INCONCLUSIVE_LIMIT} — too many analyses without data; `kubectl concurrency approve {name}` continues, `abort` rolls back"
+        )),
+        Some(other) => lines.push(format!("Hold:        {other}")),
+        None => {}
+    }
+    if exp.spec.paused {
+        lines.push(format!(
+            "Paused:      spec.paused — `kubectl concurrency resume {name}` continues"
+        ));
+    }
+    lines
+}
+
+/// The latest analysis as a table of its checks, with the reasons of those that did not pass.
+pub fn analysis_block(exp: &ConcurrencyExperiment, a: &AnalysisRecord, now: Timestamp) -> String {
+    let units = units(exp);
+    let mut out = format!(
+        "Latest analysis: {} ({} ago), stage {}, weight {}%, requests baseline {} / candidate {}\n",
+        time(&a.at),
+        age(now, a.at.0),
+        stage_of(exp, a.stage_index),
+        a.weight,
+        count(a.baseline_requests),
+        count(a.candidate_requests),
+    );
+    if a.checks.is_empty() {
+        out.push_str("  no checks were evaluated\n");
+    } else {
+        let mut t =
+            Table::new(["CHECK", "BASELINE", "CANDIDATE", "LIMIT", "VERDICT"]).indented("  ");
+        for c in &a.checks {
+            t.row([
+                c.name.clone(),
+                value(&units, &c.name, c.baseline),
+                value(&units, &c.name, c.candidate),
+                c.limit.clone(),
+                format!("{} {}", mark(c.verdict), c.verdict.as_str()),
+            ]);
+        }
+        out.push_str(&t.render());
+    }
+    out.push_str(&format!(
+        "  Verdict: {} {}{}\n",
+        mark(a.verdict),
+        a.verdict.as_str(),
+        a.reason
+            .as_deref()
+            .map(|r| format!(" — {r}"))
+            .unwrap_or_default()
+    ));
+    for c in a.checks.iter().filter(|c| c.verdict != Verdict::Pass) {
+        out.push_str(&check_reason(c));
+    }
+    out
+}
+
+fn check_reason(c: &CheckResult) -> String {
+    match &c.reason {
+        Some(r) => format!("  {}: {r}\n", c.name),
+        None => String::new(),
+    }
+}
+
+/// Everything `get NAME` shows.
+pub fn experiment_detail(exp: &ConcurrencyExperiment, now: Timestamp) -> String {
+    let st = status(exp);
+    let spec = &exp.spec;
+    let mut lines = vec![
+        format!("Name:        {}", exp.name_any()),
+        format!("Namespace:   {}", exp.namespace().unwrap_or_default()),
+        format!(
+            "Target:      Deployment {}, container {}",
+            spec.target_ref.name,
+            spec.container.as_deref().unwrap_or("(first)")
+        ),
+    ];
+    let phase = if exp.status.is_none() {
+        "Pending (not yet seen by the operator)".to_string()
+    } else {
+        st.phase.as_str().to_string()
+    };
+    lines.push(format!("Phase:       {phase}"));
+    lines.push(format!(
+        "Stage:       {}, weight {}% planned / {}% in force",
+        st.stage.as_deref().unwrap_or("-"),
+        st.planned_weight,
+        st.effective_weight
+    ));
+    if let Some(m) = &st.message {
+        lines.push(format!("Message:     {m}"));
+    }
+    match &st.baseline {
+        Some(b) => lines.push(format!("Baseline:    {}", variant_line(b))),
+        None => lines.push(format!(
+            "Baseline:    Deployment {} (not read yet)",
+            spec.target_ref.name
+        )),
+    }
+    match &st.candidate {
+        Some(c) => lines.push(format!("Candidate:   {}", variant_line(c))),
+        None => lines.push(format!(
+            "Candidate:   {} (not deployed)",
+            spec.candidate.summary()
+        )),
+    }
+    lines.push(format!(
+        "Analyses:    {} failed (failureLimit {}), {} inconclusive (inconclusiveLimit {})",
+        st.failed_analyses,
+        spec.analysis.failure_limit,
+        st.inconclusive_analyses,
+        spec.analysis.inconclusive_limit
+    ));
+    lines.extend(hold_lines(exp, &st));
+    let mut out: String = lines.iter().map(|l| format!("{l}\n")).collect();
+    out.push('\n');
+    match st.analyses.last() {
+        Some(a) => out.push_str(&analysis_block(exp, a, now)),
+        None => out.push_str("Latest analysis: none yet\n"),
+    }
+    out.push('\n');
+    match &st.decision {
+        Some(d) => out.push_str(&format!("Decision:       {}\n", decision_line(d))),
+        None => out.push_str("Decision:       none yet\n"),
+    }
+    match &st.recommendation {
+        Some(r) => out.push_str(&format!("Recommendation: {}\n", r.message)),
+        None => out.push_str("Recommendation: none yet (needs the I/O counters)\n"),
+    }
+    out
+}
+
+pub const LIST_HEADER: [&str; 11] = [
+    "NAME",
+    "TARGET",
+    "PHASE",
+    "STAGE",
+    "PLANNED",
+    "IN FORCE",
+    "VERDICT",
+    "BASELINE",
+    "CANDIDATE",
+    "DECISION",
+    "AGE",
+];
+
+/// One experiment's line of `get` without a name.
+pub fn list_row(exp: &ConcurrencyExperiment, now: Timestamp) -> Vec<String> {
+    let st = status(exp);
+    let phase = match (&exp.status, st.hold_reason.as_deref()) {
+        (None, _) => "Pending".to_string(),
+        (Some(_), Some(hold)) if st.phase == Phase::Paused => format!("Paused ({hold})"),
+        _ => st.phase.as_str().to_string(),
+    };
+    vec![
+        exp.name_any(),
+        exp.spec.target_ref.name.clone(),
+        phase,
+        st.stage.clone().unwrap_or_else(|| "-".into()),
+        format!("{}%", st.planned_weight),
+        format!("{}%", st.effective_weight),
+        st.last_verdict
+            .map_or("-".into(), |v| v.as_str().to_string()),
+        st.baseline
+            .as_ref()
+            .map_or("-".into(), |b| b.summary.clone()),
+        st.candidate
+            .as_ref()
+            .map_or_else(|| exp.spec.candidate.summary(), |c| c.summary.clone()),
+        st.decision
+            .as_ref()
+            .map_or("-".into(), |d| format!("{:?} ({})", d.action, d.reason)),
+        exp.metadata
+            .creation_timestamp
+            .as_ref()
+            .map_or("-".into(), |t| age(now, t.0)),
+    ]
+}
+
+pub fn experiment_list(exps: &[ConcurrencyExperiment], now: Timestamp) -> String {
+    let mut t = Table::new(LIST_HEADER);
+    for e in exps {
+        t.row(list_row(e, now));
+    }
+    t.render()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn at(s: &str) -> Timestamp {
+        s.parse().unwrap()
+    }
+
+    #[test]
+    fn ages_read_like_kubectl() {
+        let now = at("2026-11-30T12:00:00Z");
+        let ago = |secs: i64| age(now, Timestamp::from_second(now.as_second() - secs).unwrap());
+        assert_eq!(ago(0), "0s");
+        assert_eq!(ago(119), "119s");
+        assert_eq!(ago(200), "3m20s");
+        assert_eq!(ago(300), "5m");
+        assert_eq!(ago(720), "12m");
+        assert_eq!(ago(5 * 3600 + 600), "5h10m");
+        assert_eq!(ago(30 * 3600), "30h");
+        assert_eq!(ago(51 * 3600), "2d3h");
+        assert_eq!(ago(40 * 86400), "40d");
+        assert_eq!(ago(3 * 365 * 86400), "3y");
+        // A clock behind the server's is not a negative age.
+        assert_eq!(ago(-30), "0s");
+    }
+
+    #[test]
+    fn tables_pad_by_characters_and_trim_the_end() {
+        let mut t = Table::new(["A", "B", "C"]).indented("  ");
+        t.row(["puma 2×6", "✓", ""]);
+        t.row(["x", "longer", "z"]);
+        pretty_assertions::assert_eq!(
+            t.render(),
+            "  A         B       C\n  puma 2×6  ✓\n  x         longer  z\n"
+        );
+    }
+}
