@@ -95,3 +95,14 @@ split_within() {
   [[ $observed != - ]] && (( observed - expected <= tol && expected - observed <= tol )) \
     || fail "observed split ${observed}% is not within $tol points of $4 ${expected}%"
 }
+
+# kc ARGS...: the kubectl plugin (`kubectl concurrency`), built by the test tiers before
+# (KUBECTL_CONCURRENCY overrides where it is).
+kc() {
+  local bin=${KUBECTL_CONCURRENCY:-${CARGO_TARGET_DIR:-$ROOT/target}/debug/kubectl-concurrency}
+  if [[ ! -x $bin ]]; then
+    (cd "$ROOT" && cargo build -q --bin kubectl-concurrency) >&2 || return 1
+    bin=${CARGO_TARGET_DIR:-$ROOT/target}/debug/kubectl-concurrency
+  fi
+  "$bin" "$@"
+}

@@ -179,10 +179,19 @@ scenario_retry() {
   start_load $ns 300
   E2E_STAGE_S=15 experiment $ns again '{server: puma, workers: 2, threads: 4}' "$LATENCY_CHECK"
   wait_until 90 "first analysis" bash -c "[[ -n \$(kubectl -n $ns get cexp again -o jsonpath='{.status.lastVerdict}') ]]"
-  kubectl -n $ns annotate cexp again concurrency.dev/abort=true >/dev/null
+  # Through the kubectl plugin, as a person would: a refusal first (nothing to approve on an
+  # auto experiment mid-stage, exit code 1, one line), then abort and retry.
+  local out
+  if out=$(kc -n $ns approve again 2>&1); then fail "approve mid-stage was accepted: $out"; fi
+  grep -q 'nothing to approve' <<<"$out" || fail "approve refusal does not say why: $out"
+  out=$(kc -n $ns get again) || fail "kubectl concurrency get failed"
+  grep -q 'Phase: *Progressing' <<<"$out" || fail "get does not show the phase: $out"
+  out=$(kc -n $ns abort again) || fail "kubectl concurrency abort failed: $out"
+  grep -q 'abort requested' <<<"$out" || fail "abort: $out"
   wait_until 90 "rolled back" phase_is $ns again RolledBack
   decision_is $ns again Rollback Aborted
-  kubectl -n $ns annotate cexp again concurrency.dev/abort- concurrency.dev/retry=true >/dev/null
+  out=$(kc -n $ns retry again) || fail "kubectl concurrency retry failed: $out"
+  grep -q 'retry requested (concurrency.dev/retry=true)' <<<"$out" || fail "retry: $out"
   wait_until 60 "retried" bash -c "[[ \$(kubectl -n $ns get cexp again -o jsonpath='{.status.phase}') =~ ^(Pending|Progressing)$ ]]"
   wait_until 30 "retry annotation removed by the operator" \
     bash -c "[[ -z \$(kubectl -n $ns get cexp again -o jsonpath='{.metadata.annotations.concurrency\\.dev/retry}') ]]"
@@ -191,6 +200,9 @@ scenario_retry() {
   [[ $(field $ns again 's.get("decision")') == None ]] || fail "old decision kept: $(field $ns again 's.get("decision")')"
   progress $ns again
   decision_is $ns again Promote StagesPassed
+  out=$(kc -n $ns history again) || fail "kubectl concurrency history failed"
+  grep -q 'analyses kept in status' <<<"$out" && grep -q 'Decision: Promote (StagesPassed)' <<<"$out" \
+    || fail "history does not show the analyses and the decision: $out"
   [[ $(deploy_env $ns storefront RAILS_MAX_THREADS) == 4 ]] || fail "target does not have the candidate's threads"
   assert_target_intact $ns "$E2E_REPLICAS"
   stop_load $ns
