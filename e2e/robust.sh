@@ -107,6 +107,10 @@ scenario_target_changed() {
   assert_target_intact $ns "$E2E_REPLICAS"
   [[ $(deploy_env $ns storefront RAILS_MAX_THREADS) == 6 ]] || fail "the rolled-back target runs a config it did not have"
   kubectl -n $ns delete cexp renamed --wait=true --timeout=60s >/dev/null
+  # The person's rename stays; put the container's name back for the next experiment.
+  kubectl -n $ns patch deploy storefront --type json \
+    -p '[{"op": "replace", "path": "/spec/template/spec/containers/0/name", "value": "web"}]' >/dev/null
+  kubectl -n $ns rollout status deploy/storefront --timeout=90s >/dev/null
 
   # At 100 % (the baseline scaled to 0): an env edit by a person.
   E2E_STAGE_S=40 experiment $ns at100 '{server: puma, workers: 2, threads: 4}' "$LATENCY_CHECK"

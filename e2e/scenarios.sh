@@ -79,6 +79,19 @@ scenario_invalid() {
   done
   [[ $n -ge 8 ]] || fail "only $n invalid manifests"
   log "  $n invalid manifests refused by the apiserver, each naming its field"
+  # Fields fixed once created: an edit is refused naming the field (CEL transition rules).
+  experiment $ns fixed '{server: puma, workers: 2, threads: 4}' "$LATENCY_CHECK"
+  for edit in '{"spec":{"targetRef":{"name":"checkout"}}}:spec.targetRef is immutable' \
+              '{"spec":{"container":"app"}}:spec.container is immutable' \
+              '{"spec":{"traffic":{"router":"gatewayAPI","httpRoute":"storefront"}}}:spec.traffic is immutable'; do
+    if out=$(kubectl -n $ns patch cexp fixed --type merge -p "${edit%%:spec.*}" 2>&1); then
+      fail "edit ${edit%%:spec.*} was accepted: $out"
+    fi
+    grep -qF -- "spec.${edit#*:spec.}" <<<"$out" || fail "edit refused without naming the field: $out"
+  done
+  # A status-only or a mutable edit still goes through.
+  kubectl -n $ns patch cexp fixed --type merge -p '{"spec":{"paused":true}}' >/dev/null || fail "spec.paused edit refused"
+  log "  targetRef, container and traffic edits refused; paused accepted"
   # And the documented examples are accepted (the CEL rules fit the apiserver's cost budget).
   for f in "$ROOT"/examples/*.yaml; do
     kubectl -n $ns apply --dry-run=server -f "$f" >/dev/null || fail "example $(basename "$f") refused"
