@@ -206,6 +206,71 @@ pub struct AnalysisRecord {
     /// Why the verdict, in one sentence.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
+    /// CPU and I/O time per request, request rates and the capacity estimate, as far as
+    /// Prometheus had them (what it had no data for is absent, never 0).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub capacity: Option<CapacityMeasurement>,
+}
+
+/// What one analysis measured for the capacity estimate.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema, Default)]
+#[serde(rename_all = "camelCase")]
+pub struct CapacityMeasurement {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub baseline: Option<VariantCapacity>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub candidate: Option<VariantCapacity>,
+    /// Requests per second across both variants: what each stage's share is a share of.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub total_rate: Option<f64>,
+}
+
+impl CapacityMeasurement {
+    /// `None` when nothing at all was measured, so status carries no empty block.
+    pub fn non_empty(self) -> Option<Self> {
+        (self != Self::default()).then_some(self)
+    }
+}
+
+/// One variant's share of a capacity measurement.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema, Default)]
+#[serde(rename_all = "camelCase")]
+pub struct VariantCapacity {
+    /// Seconds running Ruby (holding the GVL) per request.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu_per_request: Option<f64>,
+    /// Seconds waiting on I/O per request.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub io_per_request: Option<f64>,
+    /// Requests per second of the variant's busiest pod over the interval.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub per_pod_rate: Option<f64>,
+    /// Estimated saturation throughput of one pod, requests per second.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub capacity_per_pod: Option<f64>,
+    /// 1 − perPodRate / capacityPerPod; negative: above the estimate.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub headroom: Option<f64>,
+    /// What limits the estimate.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bound: Option<CapacityBound>,
+}
+
+impl VariantCapacity {
+    pub fn non_empty(self) -> Option<Self> {
+        (self != Self::default()).then_some(self)
+    }
+}
+
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub enum CapacityBound {
+    /// Every thread is busy: `threads / (cpu + io)` per worker.
+    Threads,
+    /// The GVL is busy all the time: `1 / cpu` per worker.
+    Gvl,
+    /// The container's CPU limit: `limit / cpu` per pod.
+    CpuLimit,
 }
 
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]

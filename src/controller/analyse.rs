@@ -6,6 +6,7 @@
 //! setup), which a new client per analysis would build and throw away every interval.
 
 use jiff::Timestamp;
+use k8s_openapi::api::core::v1::Container;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::ResourceExt;
 
@@ -82,7 +83,9 @@ pub fn analysis_context(
     let Some(target) = &fetched.target else {
         return Ok(None);
     };
-    let container = workload::app_container(target, exp.spec.container.as_deref())?;
+    let name = exp.spec.container.as_deref();
+    let container = workload::app_container(target, name)?;
+    let (baseline_cpu_limit, candidate_cpu_limit) = cpu_limits(exp, container);
     Ok(Some(AnalysisContext {
         namespace: exp.namespace().ok_or(Error::MissingNamespace)?,
         container: container.name.clone(),
@@ -91,7 +94,24 @@ pub fn analysis_context(
         stage_index: status.stage_index.unwrap_or_default(),
         weight: effective_weight,
         now,
+        baseline_config: workload::read_baseline(target, name, &fetched.configmaps).ok(),
+        baseline_cpu_limit,
+        candidate_cpu_limit,
     }))
+}
+
+/// The app container's CPU limit (cores) in the baseline and in the candidate: the candidate
+/// gets `spec.candidate.resources` in place of the target's when they are set.
+pub fn cpu_limits(
+    exp: &ConcurrencyExperiment,
+    target_container: &Container,
+) -> (Option<f64>, Option<f64>) {
+    let baseline = analysis::cpu_limit(target_container.resources.as_ref());
+    let candidate = match &exp.spec.candidate.resources {
+        Some(r) => analysis::cpu_limit(Some(r)),
+        None => baseline,
+    };
+    (baseline, candidate)
 }
 
 pub async fn run(
@@ -124,6 +144,7 @@ pub async fn run(
                 candidate_requests: None,
                 checks: Vec::new(),
                 reason: Some(format!("Prometheus {url}: {e}")),
+                capacity: None,
             },
             recommendation: None,
             no_data: false,

@@ -68,6 +68,7 @@ pub fn record(verdict: Verdict, secs: i64, stage_index: i32, weight: i32) -> Ana
             reason: None,
         }],
         reason: (verdict == Verdict::Inconclusive).then(|| "no data for the candidate".into()),
+        capacity: None,
     }
 }
 
