@@ -158,6 +158,23 @@ mod tests {
     use super::*;
 
     #[test]
+    fn the_candidate_has_its_own_cpu_limit_only_when_it_sets_resources() {
+        let mut exp = crate::controller::fixtures::experiment();
+        let container: Container = serde_json::from_value(serde_json::json!({
+            "name": "web", "resources": {"limits": {"cpu": "500m"}}
+        }))
+        .unwrap();
+        assert_eq!(cpu_limits(&exp, &container), (Some(0.5), Some(0.5)));
+        // Resources given replace the target's whole: no cpu limit there is none at all.
+        exp.spec.candidate.resources =
+            Some(serde_json::from_value(serde_json::json!({"limits": {"memory": "1Gi"}})).unwrap());
+        assert_eq!(cpu_limits(&exp, &container), (Some(0.5), None));
+        exp.spec.candidate.resources =
+            Some(serde_json::from_value(serde_json::json!({"limits": {"cpu": "2"}})).unwrap());
+        assert_eq!(cpu_limits(&exp, &container), (Some(0.5), Some(2.0)));
+    }
+
+    #[test]
     fn clients_are_kept_per_url_and_timeout_and_bounded() {
         let clients = PrometheusClients::default();
         let metrics = Metrics::new();
