@@ -518,3 +518,52 @@ fn a_zero_limit_is_invalid_and_names_the_field() {
         "{msg}"
     );
 }
+
+/// docs/capacity.md's worked example from seed 003: an I/O share of 52% (say 24 ms CPU + 26 ms
+/// I/O per request), 200 req/s on 4 pods of Puma 2×6, exact weights through an HTTPRoute.
+fn seed_003(candidate: &str) -> Run {
+    let mut spec = spec_with("traffic: {router: gatewayAPI, httpRoute: storefront}\n");
+    spec.candidate = serde_yaml::from_str::<ServerConfig>(candidate).unwrap();
+    let mut run = Run::new(spec, 4);
+    let mut m = measured(200.0);
+    for v in [m.baseline.as_mut(), m.candidate.as_mut()]
+        .into_iter()
+        .flatten()
+    {
+        v.cpu_per_request = Some(0.024);
+        v.io_per_request = Some(0.026);
+    }
+    run.measurement = Some(m);
+    run.tick(None);
+    run
+}
+
+#[test]
+fn seed_003_four_threads_carry_every_stage() {
+    let mut run = seed_003("{server: puma, workers: 2, threads: 4}");
+    walk(&mut run, 200);
+    assert_eq!(run.status.phase, Phase::Succeeded);
+    // GVL-bound at 4 threads as at 6: 2 / 24 ms = 83.3 req/s per pod; 50 req/s at 100%.
+    let g = gate(&run);
+    assert!(
+        g.message.ends_with(
+            "(100% of 200.0 req/s on 4 pods); its estimated capacity is 83.3 req/s (puma 2×4, \
+             24ms CPU + 26ms I/O per request, bound GVL): predicted utilization 60% ≤ 85%."
+        ),
+        "{}",
+        g.message
+    );
+}
+
+#[test]
+fn seed_003_halving_the_workers_is_refused_before_stage_2() {
+    let mut run = seed_003("{server: puma, workers: 1, threads: 4}");
+    walk(&mut run, 200);
+    assert_eq!(run.status.phase, Phase::RolledBack);
+    assert_eq!(
+        run.status.decision.clone().unwrap().message,
+        "Rolling back before stage 2/3: Stage 2/3 would give the candidate 46.7 req/s per pod \
+         (70% of 200.0 req/s on 3 pods); its estimated capacity is 41.7 req/s (puma 1×4, 24ms \
+         CPU + 26ms I/O per request, bound GVL): predicted utilization 112% > 85%."
+    );
+}
