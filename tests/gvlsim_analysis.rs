@@ -15,8 +15,10 @@ mod harness;
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
-use concurrency_operator::analysis::{analyse, recommended_threads, PrometheusClient};
-use concurrency_operator::api::{ConcurrencyExperimentSpec, Verdict};
+use concurrency_operator::analysis::{
+    analyse, predict, recommended_threads, PerRequest, PrometheusClient,
+};
+use concurrency_operator::api::{ConcurrencyExperimentSpec, RenderedServer, Verdict};
 use gvlsim::Proc;
 use harness::{start_prometheus, wait_for_data};
 
@@ -115,5 +117,48 @@ async fn gvl_sim_candidate_with_a_slow_dependency_fails_latency() {
         rec.io_ratio
     );
     assert_eq!(rec.threads as u32, recommended_threads(rec.io_ratio, 0.05));
+
+    // Capacity from the measured counters: CPU and I/O per request as configured (the wall
+    // clock holds the GVL: GVL wait, if any, is in neither), 20 req/s on each one-pod variant.
+    let m = r.capacity.as_ref().expect("capacity measured");
+    let (b, c) = (m.baseline.as_ref().unwrap(), m.candidate.as_ref().unwrap());
+    let ms = |v: Option<f64>| v.unwrap() * 1000.0;
+    for (what, v, want) in [
+        ("baseline CPU", ms(b.cpu_per_request), CPU_MS),
+        ("candidate CPU", ms(c.cpu_per_request), CPU_MS),
+        ("baseline I/O", ms(b.io_per_request), IO_MS),
+        ("candidate I/O", ms(c.io_per_request), IO_MS + EXTRA_MS),
+    ] {
+        assert!(
+            (v - want).abs() <= want * 0.2 + 1.0,
+            "{what}: {v} ms vs {want} ms"
+        );
+    }
+    for v in [b.per_pod_rate, c.per_pod_rate] {
+        let v = v.unwrap();
+        assert!((v - f64::from(RATE)).abs() <= f64::from(RATE) * 0.3, "{v}");
+    }
+    let total = m.total_rate.unwrap();
+    assert!(
+        (total - 2.0 * f64::from(RATE)).abs() <= 2.0 * f64::from(RATE) * 0.3,
+        "{total}"
+    );
+    // The gate's prediction from these inputs: the candidate (Puma 1×4, 5 + 46 ms) alone at
+    // 100% on one pod would carry the total rate at about 40 / (4 / 51 ms) ≈ 51% utilization.
+    let config = RenderedServer::from(&spec(&prom.url).candidate);
+    let per_request = PerRequest {
+        cpu: c.cpu_per_request.unwrap(),
+        io: c.io_per_request.unwrap(),
+    };
+    let p = predict(&config, per_request, None, total, 100, 1).unwrap();
+    let ideal = 2.0 * f64::from(RATE) * (CPU_MS + IO_MS + EXTRA_MS) / 1000.0 / 4.0;
+    assert!(
+        (p.utilization - ideal).abs() <= ideal * 0.35,
+        "{p:?} vs {ideal}"
+    );
+    assert!(
+        (c.capacity_per_pod.unwrap() - p.capacity.per_pod).abs() < 1e-9,
+        "status shows the gate's estimate"
+    );
     assert!(started.elapsed() < Duration::from_secs(60));
 }

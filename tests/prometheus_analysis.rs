@@ -13,7 +13,8 @@ use std::time::{Duration, Instant};
 
 use concurrency_operator::analysis::{analyse, AnalysisContext, PrometheusClient};
 use concurrency_operator::api::{
-    AnalysisRecord, BaselineReference, CheckResult, ConcurrencyExperimentSpec, Statistical, Verdict,
+    AnalysisRecord, BaselineReference, CapacityBound, CheckResult, ConcurrencyExperimentSpec,
+    RenderedServer, ServerKind, Statistical, Verdict,
 };
 use concurrency_operator::plan::AnalysisOutcome;
 use harness::{free_port, serve, start_prometheus, wait_for_data, Pod};
@@ -98,6 +99,14 @@ fn ctx(candidate: &str) -> AnalysisContext {
         stage_index: 0,
         weight: 30,
         now: Timestamp::now(),
+        baseline_config: Some(RenderedServer {
+            server: ServerKind::Puma,
+            workers: Some(2),
+            threads: Some(6),
+            ..Default::default()
+        }),
+        baseline_cpu_limit: Some(0.5),
+        candidate_cpu_limit: None,
     }
 }
 
@@ -119,6 +128,7 @@ fn past_latency(baseline: f64, candidate: f64) -> AnalysisRecord {
             reason: None,
         }],
         reason: None,
+        capacity: None,
     }
 }
 
@@ -201,6 +211,39 @@ async fn analysis_against_a_real_prometheus() {
     assert_eq!(rec.threads, 4);
     assert!(!rec.async_server_advised);
 
+    // Capacity: per request, the baseline pod spends 0.2 s × (1 − 0.52 − 0.10) = 76 ms running
+    // and 104 ms on I/O, the candidate twice that (ratios of rates: exact); each pod serves
+    // 20 req/s (a rate: within the scrape timing's extrapolation).
+    let m = r.capacity.as_ref().expect("capacity measured");
+    close(
+        m.total_rate,
+        40.0,
+        0.4,
+        "total rate of both pods, not storefront-x's",
+    );
+    let (b, c) = (m.baseline.as_ref().unwrap(), m.candidate.as_ref().unwrap());
+    close(b.cpu_per_request, 0.076, 1e-9, "baseline CPU per request");
+    close(b.io_per_request, 0.104, 1e-9, "baseline I/O per request");
+    close(b.per_pod_rate, 20.0, 0.2, "baseline busiest pod");
+    // Puma 2×6 would serve 2 / 76 ms = 26.3 req/s, but half a core caps it at 0.5 / 76 ms.
+    close(b.capacity_per_pod, 0.5 / 0.076, 1e-6, "baseline capacity");
+    assert_eq!(b.bound, Some(CapacityBound::CpuLimit));
+    close(
+        b.headroom,
+        1.0 - 20.0 * 0.076 / 0.5,
+        0.01,
+        "baseline headroom",
+    );
+    close(c.cpu_per_request, 0.152, 1e-9, "candidate CPU per request");
+    close(c.io_per_request, 0.208, 1e-9, "candidate I/O per request");
+    // Puma 2×4 without a limit: the GVL (1 / 152 ms per worker) before the threads (4 / 360 ms).
+    close(c.capacity_per_pod, 2.0 / 0.152, 1e-6, "candidate capacity");
+    assert_eq!(c.bound, Some(CapacityBound::Gvl));
+    assert!(
+        c.headroom.unwrap() < 0.0,
+        "20 req/s is above the estimate: {c:?}"
+    );
+
     // A healthy candidate passes every check.
     let o = analyse(
         &client,
@@ -236,6 +279,15 @@ async fn analysis_against_a_real_prometheus() {
     let o = analyse(&client, &spec(&prom.url, 50), &full, &[], &reference(0.45)).await;
     assert_eq!(o.record.verdict, Verdict::Pass, "{:#?}", o.record);
     assert_eq!(check(&o, "latency").baseline, Some(0.45));
+    // The baseline serves nothing at 100%: nothing of it is measured (absent, not 0).
+    let m = o.record.capacity.as_ref().expect("capacity measured");
+    assert_eq!(m.baseline, None, "{m:?}");
+    close(
+        m.candidate.as_ref().and_then(|c| c.per_pod_rate),
+        20.0,
+        0.2,
+        "good pod",
+    );
     let o = analyse(&client, &spec(&prom.url, 50), &full, &[], &reference(0.4)).await;
     assert_eq!(o.record.verdict, Verdict::Fail, "{:#?}", o.record);
     assert_eq!(check(&o, "latency").baseline, Some(0.4));
@@ -259,6 +311,8 @@ async fn analysis_against_a_real_prometheus() {
     .await;
     assert_eq!(o.record.verdict, Verdict::Inconclusive, "{:#?}", o.record);
     assert!(o.no_data, "{:#?}", o.record);
+    let candidate = o.record.capacity.as_ref().and_then(|m| m.candidate.clone());
+    assert_eq!(candidate, None, "no series: nothing measured, never zeros");
     let o = analyse(
         &client,
         &spec(&prom.url, 50),

@@ -6,8 +6,13 @@
 //! I/O. A Falcon worker overlaps all I/O on fibers, so only the GVL bounds it: `1 / cpu`. A pod
 //! runs `workers` of them, and a CPU limit of `c` cores caps the whole pod at `c / cpu`.
 //! Headroom = 1 − observed per-pod rate / capacity (negative: above the estimate).
+//!
+//! The capacity gate predicts a step from these: the next stage's share of the measured total
+//! rate, spread over the candidate pods it will have, over the candidate's capacity per pod.
 
-use crate::api::ServerKind;
+use k8s_openapi::api::core::v1::ResourceRequirements;
+
+use crate::api::{CapacityBound, RenderedServer, ServerConfig, ServerKind, VariantCapacity};
 
 /// CPU and I/O seconds per request, as measured.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -35,6 +40,26 @@ impl Bound {
             Bound::Threads => "threads",
             Bound::Gvl => "GVL",
             Bound::CpuLimit => "CPU limit",
+        }
+    }
+}
+
+impl From<Bound> for CapacityBound {
+    fn from(b: Bound) -> Self {
+        match b {
+            Bound::Threads => CapacityBound::Threads,
+            Bound::Gvl => CapacityBound::Gvl,
+            Bound::CpuLimit => CapacityBound::CpuLimit,
+        }
+    }
+}
+
+impl From<CapacityBound> for Bound {
+    fn from(b: CapacityBound) -> Self {
+        match b {
+            CapacityBound::Threads => Bound::Threads,
+            CapacityBound::Gvl => Bound::Gvl,
+            CapacityBound::CpuLimit => Bound::CpuLimit,
         }
     }
 }
@@ -110,6 +135,133 @@ pub fn pod_capacity(
 pub fn headroom(rate: f64, capacity: f64) -> Option<f64> {
     (rate.is_finite() && rate >= 0.0 && capacity.is_finite() && capacity > 0.0)
         .then(|| 1.0 - rate / capacity)
+}
+
+/// The pod capacity of a server config as rendered (or read back). `None` when a count it
+/// needs is unknown (no workers; Puma without threads) or the server is `custom`.
+pub fn config_capacity(
+    config: &RenderedServer,
+    per_request: PerRequest,
+    cpu_limit: Option<f64>,
+) -> Option<Capacity> {
+    let count = |v: Option<i32>| v.and_then(|v| u32::try_from(v).ok());
+    let threads = match config.server {
+        ServerKind::Puma => Some(count(config.threads)?),
+        _ => None,
+    };
+    pod_capacity(
+        config.server,
+        count(config.workers)?,
+        threads,
+        per_request,
+        cpu_limit,
+    )
+}
+
+/// The config the candidate's pods run, as far as the estimate needs it: the spec's counts,
+/// and the baseline's for a count the spec leaves out (rendering keeps the target's there).
+pub fn candidate_config(spec: &ServerConfig, baseline: Option<&RenderedServer>) -> RenderedServer {
+    let mut c = RenderedServer::from(spec);
+    c.workers = c.workers.or(baseline.and_then(|b| b.workers));
+    if c.server == ServerKind::Puma {
+        let puma = baseline.filter(|b| b.server == ServerKind::Puma);
+        c.threads = c.threads.or(puma.and_then(|b| b.threads));
+    }
+    c
+}
+
+/// A measured time per request as the capacity model can use it: finite and not negative.
+fn usable(v: Option<f64>) -> Option<f64> {
+    v.filter(|v| v.is_finite() && *v >= 0.0)
+}
+
+/// One variant's measurement for status: the measured times and busiest-pod rate (absent when
+/// Prometheus had none), and the capacity and headroom they give with `config`.
+pub fn variant_capacity(
+    cpu_per_request: Option<f64>,
+    io_per_request: Option<f64>,
+    per_pod_rate: Option<f64>,
+    config: Option<&RenderedServer>,
+    cpu_limit: Option<f64>,
+) -> Option<VariantCapacity> {
+    let (cpu, io, rate) = (
+        usable(cpu_per_request),
+        usable(io_per_request),
+        usable(per_pod_rate),
+    );
+    let capacity = match (cpu, io, config) {
+        (Some(cpu), Some(io), Some(config)) => {
+            config_capacity(config, PerRequest { cpu, io }, cpu_limit)
+        }
+        _ => None,
+    };
+    VariantCapacity {
+        cpu_per_request: cpu,
+        io_per_request: io,
+        per_pod_rate: rate,
+        capacity_per_pod: capacity.map(|c| c.per_pod),
+        headroom: capacity.zip(rate).and_then(|(c, r)| headroom(r, c.per_pod)),
+        bound: capacity.map(|c| c.bound.into()),
+    }
+    .non_empty()
+}
+
+/// Requests per second each of `pods` pods serves when they get `share` percent of
+/// `total_rate` (the router spreads a variant's share evenly over its ready pods).
+pub fn load_per_pod(total_rate: f64, share: i32, pods: i32) -> Option<f64> {
+    (total_rate.is_finite() && total_rate >= 0.0 && pods > 0 && (0..=100).contains(&share))
+        .then(|| total_rate * f64::from(share) / 100.0 / f64::from(pods))
+}
+
+/// A weight step, predicted: the per-pod load it gives and the capacity that meets it.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Prediction {
+    /// Requests per second per pod at the new share.
+    pub load_per_pod: f64,
+    pub capacity: Capacity,
+    /// load / capacity: 1.0 is saturated.
+    pub utilization: f64,
+}
+
+/// Predicts `share` percent of `total_rate` on `pods` pods of `config`, whose requests take
+/// `per_request`. `None` when the load or the capacity cannot be estimated.
+pub fn predict(
+    config: &RenderedServer,
+    per_request: PerRequest,
+    cpu_limit: Option<f64>,
+    total_rate: f64,
+    share: i32,
+    pods: i32,
+) -> Option<Prediction> {
+    let load = load_per_pod(total_rate, share, pods)?;
+    let capacity = config_capacity(config, per_request, cpu_limit)?;
+    Some(Prediction {
+        load_per_pod: load,
+        capacity,
+        utilization: load / capacity.per_pod,
+    })
+}
+
+/// A CPU quantity in cores: `2`, `1.5`, `500m`, `250000u`, `100000000n`. The workload
+/// module's quantity parser is private to it; CPU needs only these forms.
+pub fn cpu_cores(q: &str) -> Option<f64> {
+    let q = q.trim();
+    let (number, scale) = match q.char_indices().last()? {
+        (i, 'm') => (&q[..i], 1e-3),
+        (i, 'u') => (&q[..i], 1e-6),
+        (i, 'n') => (&q[..i], 1e-9),
+        _ => (q, 1.0),
+    };
+    let v: f64 = number.parse().ok()?;
+    (v.is_finite() && v > 0.0).then_some(v * scale)
+}
+
+/// The CPU limit of a container's resources, cores.
+pub fn cpu_limit(resources: Option<&ResourceRequirements>) -> Option<f64> {
+    resources
+        .and_then(|r| r.limits.as_ref())
+        .and_then(|l| l.get("cpu"))
+        .and_then(|q| cpu_cores(&q.0))
 }
 
 #[cfg(test)]
@@ -209,5 +361,145 @@ mod tests {
         assert_eq!(headroom(0.0, 80.0), Some(1.0));
         assert_eq!(headroom(20.0, 0.0), None);
         assert_eq!(headroom(f64::NAN, 80.0), None);
+    }
+
+    #[test]
+    fn cpu_quantities_in_cores() {
+        assert_eq!(cpu_cores("2"), Some(2.0));
+        assert_eq!(cpu_cores("1.5"), Some(1.5));
+        assert_eq!(cpu_cores("500m"), Some(0.5));
+        assert!((cpu_cores("250000u").unwrap() - 0.25).abs() < 1e-12);
+        assert!((cpu_cores("100000000n").unwrap() - 0.1).abs() < 1e-12);
+        assert_eq!(cpu_cores("0"), None);
+        assert_eq!(cpu_cores("lots"), None);
+        assert_eq!(cpu_cores(""), None);
+    }
+
+    fn puma(workers: i32, threads: i32) -> RenderedServer {
+        RenderedServer {
+            server: ServerKind::Puma,
+            workers: Some(workers),
+            threads: Some(threads),
+            ..Default::default()
+        }
+    }
+
+    /// Issue 15's run: a 1-replica target of Puma 2×4 under 20 req/s (2 ms CPU + 60 ms I/O),
+    /// candidate Puma 1×1. Stage 2 (1 + 1 pods, 50%) carries 10 req/s on the candidate's pod,
+    /// which a 1×1 pod (≈ 16 req/s) can serve; stage 3 would put all 20 req/s on it.
+    #[test]
+    fn issue_15_a_one_by_one_candidate_cannot_carry_the_last_stage() {
+        let one = puma(1, 1);
+        let stage2 = predict(&one, DEMO, None, 20.0, 50, 1).unwrap();
+        assert!(close(stage2.capacity.per_pod, 1.0 / 0.062), "{stage2:?}");
+        assert_eq!(stage2.capacity.bound, Bound::Threads);
+        assert!(close(stage2.load_per_pod, 10.0));
+        assert!((stage2.utilization - 0.62).abs() < 1e-9, "{stage2:?}");
+        let stage3 = predict(&one, DEMO, None, 20.0, 100, 1).unwrap();
+        assert!(close(stage3.load_per_pod, 20.0));
+        assert!((stage3.utilization - 1.24).abs() < 1e-9, "{stage3:?}");
+        assert!(stage3.utilization > 0.85);
+        // Puma 2×3: 2 × 3 / 62 ms ≈ 96.8 req/s per pod, 21% at the last stage.
+        let bigger = predict(&puma(2, 3), DEMO, None, 20.0, 100, 1).unwrap();
+        assert!(close(bigger.capacity.per_pod, 6.0 / 0.062), "{bigger:?}");
+        assert!((bigger.utilization - 20.0 * 0.062 / 6.0).abs() < 1e-9);
+        assert!(bigger.utilization < 0.85);
+        // A CPU limit of 20m caps the same pod at 0.02 / 2 ms = 10 req/s: refused again.
+        let capped = predict(&puma(2, 3), DEMO, Some(0.02), 20.0, 100, 1).unwrap();
+        assert_eq!(capped.capacity.bound, Bound::CpuLimit);
+        assert!((capped.utilization - 2.0).abs() < 1e-9, "{capped:?}");
+    }
+
+    #[test]
+    fn load_is_the_share_spread_over_the_pods() {
+        assert!(close(load_per_pod(30.0, 67, 2).unwrap(), 10.05));
+        assert_eq!(load_per_pod(30.0, 0, 2), Some(0.0));
+        assert_eq!(load_per_pod(30.0, 50, 0), None);
+        assert_eq!(load_per_pod(f64::NAN, 50, 1), None);
+        assert_eq!(load_per_pod(-1.0, 50, 1), None);
+        assert_eq!(load_per_pod(30.0, 101, 1), None);
+    }
+
+    #[test]
+    fn a_config_without_its_counts_has_no_capacity() {
+        let mut c = puma(2, 4);
+        c.threads = None;
+        assert_eq!(config_capacity(&c, DEMO, None), None);
+        let falcon = RenderedServer {
+            server: ServerKind::Falcon,
+            workers: None,
+            ..Default::default()
+        };
+        assert_eq!(config_capacity(&falcon, DEMO, None), None);
+        let falcon = RenderedServer {
+            workers: Some(2),
+            ..falcon
+        };
+        assert!(close(
+            config_capacity(&falcon, DEMO, None).unwrap().per_pod,
+            1000.0
+        ));
+        let negative = RenderedServer {
+            workers: Some(-1),
+            ..puma(2, 4)
+        };
+        assert_eq!(config_capacity(&negative, DEMO, None), None);
+    }
+
+    #[test]
+    fn a_variant_shows_what_was_measured_and_nothing_else() {
+        let c = puma(2, 4);
+        let v = variant_capacity(Some(0.002), Some(0.06), Some(20.0), Some(&c), None).unwrap();
+        assert!(close(v.capacity_per_pod.unwrap(), 8.0 / 0.062));
+        assert!(close(v.headroom.unwrap(), 1.0 - 20.0 * 0.062 / 8.0));
+        assert_eq!(v.bound, Some(CapacityBound::Threads));
+        // No rate: capacity without headroom.
+        let v = variant_capacity(Some(0.002), Some(0.06), None, Some(&c), None).unwrap();
+        assert!(v.capacity_per_pod.is_some() && v.headroom.is_none() && v.per_pod_rate.is_none());
+        // NaN (0/0 without requests) is no data, not 0.
+        let v = variant_capacity(Some(f64::NAN), Some(0.06), Some(3.0), Some(&c), None).unwrap();
+        assert_eq!(
+            (v.cpu_per_request, v.capacity_per_pod, v.per_pod_rate),
+            (None, None, Some(3.0))
+        );
+        assert_eq!(variant_capacity(None, None, None, Some(&c), None), None);
+        assert_eq!(
+            variant_capacity(Some(f64::INFINITY), None, None, None, None),
+            None
+        );
+    }
+
+    #[test]
+    fn the_candidate_keeps_the_baselines_counts_it_leaves_out() {
+        let spec: ServerConfig =
+            serde_json::from_value(serde_json::json!({"server": "puma", "threads": 3})).unwrap();
+        let c = candidate_config(&spec, Some(&puma(2, 6)));
+        assert_eq!((c.workers, c.threads), (Some(2), Some(3)));
+        assert_eq!(candidate_config(&spec, None).workers, None);
+        let falcon_base = RenderedServer {
+            server: ServerKind::Falcon,
+            workers: Some(4),
+            ..Default::default()
+        };
+        let spec: ServerConfig =
+            serde_json::from_value(serde_json::json!({"server": "puma", "workers": 1})).unwrap();
+        let c = candidate_config(&spec, Some(&falcon_base));
+        assert_eq!(
+            (c.workers, c.threads),
+            (Some(1), None),
+            "no threads from a Falcon baseline"
+        );
+    }
+
+    #[test]
+    fn cpu_limits_come_from_the_resources() {
+        let r: ResourceRequirements =
+            serde_json::from_value(serde_json::json!({"limits": {"cpu": "500m", "memory": "1Gi"}}))
+                .unwrap();
+        assert_eq!(cpu_limit(Some(&r)), Some(0.5));
+        let r: ResourceRequirements =
+            serde_json::from_value(serde_json::json!({"requests": {"cpu": "1"}})).unwrap();
+        assert_eq!(cpu_limit(Some(&r)), None);
+        assert_eq!(cpu_limit(None), None);
     }
 }

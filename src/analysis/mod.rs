@@ -14,12 +14,15 @@ pub mod run;
 pub mod stats;
 pub mod template;
 
-pub use capacity::{headroom, pod_capacity, worker_capacity, Bound, Capacity, PerRequest};
+pub use capacity::{
+    candidate_config, config_capacity, cpu_cores, cpu_limit, headroom, load_per_pod, pod_capacity,
+    predict, variant_capacity, worker_capacity, Bound, Capacity, PerRequest, Prediction,
+};
 pub use judge::{aggregate, judge_check, Limits, Unit};
 pub use prometheus::{PrometheusClient, PrometheusError, QueryTimer, DEFAULT_TIMEOUT};
 pub use queries::{
     builtin_template, busiest_pod_rate_template, cpu_per_request_template, io_per_request_template,
-    io_share_template, requests_template, validate_names, QueryError,
+    io_share_template, requests_template, total_rate_template, validate_names, QueryError,
 };
 pub use recommend::{
     amdahl_speedup, recommend, recommend_from_spec, recommendation_table, recommended_threads,

@@ -193,6 +193,12 @@ pub fn busiest_pod_rate_template(names: &MetricNames) -> Result<String, QueryErr
     ))
 }
 
+/// Requests per second over the pods given (both variants: the total a stage's share is of).
+pub fn total_rate_template(names: &MetricNames) -> Result<String, QueryError> {
+    let r = metric("requestsTotal", &names.requests_total)?;
+    Ok(format!("sum(rate({r}{{{SELECTOR}}}[{{{{interval}}}}]))"))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -316,6 +322,10 @@ mod tests {
         assert_eq!(
             busiest_pod_rate_template(&names).unwrap(),
             format!("max(sum by (pod) (rate(rails_requests_total{SEL}[{{{{interval}}}}])))")
+        );
+        assert_eq!(
+            total_rate_template(&names).unwrap(),
+            r("rails_requests_total")
         );
         let bad = MetricNames {
             running_seconds: "x{".into(),

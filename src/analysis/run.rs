@@ -9,15 +9,18 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use std::collections::BTreeMap;
 
 use crate::api::{
-    parse_duration, parse_percent, Analysis, AnalysisRecord, BaselineReference, Check, CheckResult,
-    ConcurrencyExperimentSpec, QuantityError, Verdict, MAX_MIN_SAMPLES,
+    parse_duration, parse_percent, Analysis, AnalysisRecord, BaselineReference,
+    CapacityMeasurement, Check, CheckResult, ConcurrencyExperimentSpec, QuantityError,
+    RenderedServer, Verdict, MAX_MIN_SAMPLES,
 };
 use crate::plan::AnalysisOutcome;
 
+use super::capacity::{candidate_config, variant_capacity};
 use super::judge::{aggregate, judge_check, Limits, Unit};
 use super::prometheus::{PrometheusClient, PrometheusError, DEFAULT_TIMEOUT};
 use super::queries::{
-    builtin_template, io_share_template, requests_template, validate_names, QueryError,
+    builtin_template, busiest_pod_rate_template, cpu_per_request_template, io_per_request_template,
+    io_share_template, requests_template, total_rate_template, validate_names, QueryError,
 };
 use super::recommend::recommend_from_spec;
 use super::stats;
@@ -40,6 +43,12 @@ pub struct AnalysisContext {
     pub weight: i32,
     /// Evaluation time of every query.
     pub now: Timestamp,
+    /// The baseline's server config as read back from the target (its capacity estimate).
+    pub baseline_config: Option<RenderedServer>,
+    /// The app container's CPU limit in cores: the target's, and the candidate's (its own
+    /// `resources` when `spec.candidate` sets them, else the target's).
+    pub baseline_cpu_limit: Option<f64>,
+    pub candidate_cpu_limit: Option<f64>,
 }
 
 /// A spec problem the schema cannot catch: a bad template, query, metric name or limit.
@@ -162,16 +171,18 @@ pub async fn analyse(
     reference: &BTreeMap<String, BaselineReference>,
 ) -> AnalysisOutcome {
     let analysis = &spec.analysis;
-    let record = |verdict, checks, requests: (Option<f64>, Option<f64>), reason| AnalysisRecord {
-        at: Time(ctx.now),
-        stage_index: ctx.stage_index,
-        weight: ctx.weight,
-        verdict,
-        baseline_requests: requests.0,
-        candidate_requests: requests.1,
-        checks,
-        reason: Some(reason),
-    };
+    let record =
+        |verdict, checks, requests: (Option<f64>, Option<f64>), reason, capacity| AnalysisRecord {
+            at: Time(ctx.now),
+            stage_index: ctx.stage_index,
+            weight: ctx.weight,
+            verdict,
+            baseline_requests: requests.0,
+            candidate_requests: requests.1,
+            checks,
+            reason: Some(reason),
+            capacity,
+        };
     let interval = match parse_duration("spec.analysis.interval", &analysis.interval) {
         Ok(i) => i,
         Err(e) => {
@@ -181,6 +192,7 @@ pub async fn analyse(
                     Vec::new(),
                     (None, None),
                     e.to_string(),
+                    None,
                 ),
                 recommendation: None,
                 no_data: false,
@@ -237,7 +249,20 @@ pub async fn analyse(
             .and_then(|t| render("ioShare", &t, &both).ok())?;
         client.query_value(&q, ctx.now).await.ok().flatten()
     };
+    // At 100% the baseline serves nothing (see below): nothing of it to measure.
+    let baseline_gone = ctx.weight >= 100;
+    let capacity = measure_capacity(
+        client,
+        spec,
+        ctx,
+        (!baseline_gone).then_some(&baseline),
+        &candidate,
+        &both,
+    );
     let (checks, (base_req, cand_req), io_share) = futures::join!(checks, requests, io_share);
+    // After the checks, not beside them: a few more queries in flight at once would crowd
+    // Prometheus' `--query.max-concurrency`; every query is evaluated at `now` anyway.
+    let capacity = capacity.await;
 
     let recommendation = io_share.filter(|p| p.is_finite()).and_then(|p| {
         recommend_from_spec(p, &analysis.recommendation)
@@ -251,7 +276,6 @@ pub async fn analyse(
     // At 100% the baseline serves nothing (the replicas router has scaled it to zero), so it
     // cannot be measured: the candidate is compared with the baseline's last measured values
     // and only the candidate needs `minRequests`. Otherwise the last stage could never pass.
-    let baseline_gone = ctx.weight >= 100;
     let gate = |r: Option<f64>| {
         if baseline_gone {
             Some(analysis.min_requests as f64)
@@ -277,10 +301,72 @@ pub async fn analyse(
         _ => aggregate(&checks, gate(counts.0), counts.1, analysis.min_requests),
     };
     AnalysisOutcome {
-        record: record(verdict, checks, counts, reason),
+        record: record(verdict, checks, counts, reason, capacity),
         recommendation,
         no_data,
     }
+}
+
+/// One value for the capacity estimate; any failure is no value (the estimate is left out,
+/// never made up).
+async fn capacity_value(
+    client: &PrometheusClient,
+    template: Option<&str>,
+    vars: &TemplateVars,
+    at: Timestamp,
+) -> Option<f64> {
+    let q = render("capacity", template?, vars).ok()?;
+    client.query_value(&q, at).await.ok().flatten()
+}
+
+/// One variant's CPU and I/O seconds per request and busiest pod's rate; nothing for a
+/// variant that serves nothing (`None`).
+async fn variant_values(
+    client: &PrometheusClient,
+    [cpu, io, busiest]: [Option<&str>; 3],
+    vars: Option<&TemplateVars>,
+    at: Timestamp,
+) -> (Option<f64>, Option<f64>, Option<f64>) {
+    let Some(vars) = vars else {
+        return (None, None, None);
+    };
+    futures::join!(
+        capacity_value(client, cpu, vars, at),
+        capacity_value(client, io, vars, at),
+        capacity_value(client, busiest, vars, at)
+    )
+}
+
+/// CPU and I/O seconds per request and the busiest pod's rate per variant (`baseline` is
+/// `None` when it serves nothing), the total rate over both, and each variant's capacity.
+async fn measure_capacity(
+    client: &PrometheusClient,
+    spec: &ConcurrencyExperimentSpec,
+    ctx: &AnalysisContext,
+    baseline: Option<&TemplateVars>,
+    candidate: &TemplateVars,
+    both: &TemplateVars,
+) -> Option<CapacityMeasurement> {
+    let names = &spec.analysis.metrics;
+    let cpu = cpu_per_request_template(names).ok();
+    let io = io_per_request_template(names).ok();
+    let busiest = busiest_pod_rate_template(names).ok();
+    let total = total_rate_template(names).ok();
+    let templates = [cpu.as_deref(), io.as_deref(), busiest.as_deref()];
+    let at = ctx.now;
+    let (b, c, total) = futures::join!(
+        variant_values(client, templates, baseline, at),
+        variant_values(client, templates, Some(candidate), at),
+        capacity_value(client, total.as_deref(), both, at)
+    );
+    let base_config = ctx.baseline_config.as_ref();
+    let cand_config = candidate_config(&spec.candidate, base_config);
+    CapacityMeasurement {
+        baseline: variant_capacity(b.0, b.1, b.2, base_config, ctx.baseline_cpu_limit),
+        candidate: variant_capacity(c.0, c.1, c.2, Some(&cand_config), ctx.candidate_cpu_limit),
+        total_rate: total.filter(|r| r.is_finite() && *r >= 0.0),
+    }
+    .non_empty()
 }
 
 /// The baseline value a check at 100% is compared with: the stage machine's reference, else

@@ -160,6 +160,7 @@ fn thin_intervals_do_not_feed_the_statistics() {
             0.8 + f64::from(i) * 0.01,
         )],
         reason: None,
+        capacity: None,
     };
     let history: Vec<AnalysisRecord> = (0..5).map(past).collect();
     let measured = || Measured {
@@ -204,6 +205,7 @@ fn at_100_percent_the_baseline_reference_is_its_last_measured_value() {
             ..latency_result(0.0, 0.1)
         }],
         reason: None,
+        capacity: None,
     };
     let history = vec![
         rec(33, Some(0.05)),

@@ -111,6 +111,7 @@ fn record(b_req: f64, c_req: f64, base: Option<f64>, cand: Option<f64>) -> Analy
             reason: None,
         }],
         reason: None,
+        capacity: None,
     }
 }
 

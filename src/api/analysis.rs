@@ -4,7 +4,7 @@ use kube::KubeSchema;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use super::quantity::{Limit, DURATION_PATTERN, PERCENT_PATTERN};
+use super::quantity::{parse_percent, Limit, QuantityError, DURATION_PATTERN, PERCENT_PATTERN};
 
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, KubeSchema)]
 #[serde(rename_all = "camelCase")]
@@ -47,6 +47,38 @@ pub struct Analysis {
     /// Thread-count recommendation from the measured I/O share.
     #[serde(default)]
     pub recommendation: RecommendationSpec,
+    /// The capacity gate: before each weight step, the candidate's predicted utilization at
+    /// the next stage (its per-pod load there over its estimated capacity, from the CPU and
+    /// I/O time per request measured in the current stage) must not exceed this, else the
+    /// experiment rolls back (or holds, with `onInconclusive: pause`) with reason
+    /// `InsufficientCapacity`. `off` turns the gate off (an exporter without the running and
+    /// I/O-wait counters).
+    #[serde(default = "default_max_predicted_utilization")]
+    #[schemars(regex(pattern = MAX_UTILIZATION_PATTERN))]
+    pub max_predicted_utilization: String,
+}
+
+/// `85%`, `120%`, or `off`.
+pub const MAX_UTILIZATION_PATTERN: &str = r"^([0-9]+(\.[0-9]+)?%|off)$";
+
+/// `spec.analysis.maxPredictedUtilization` as a share (0.85), `None` when `off`.
+pub fn max_predicted_utilization(analysis: &Analysis) -> Result<Option<f64>, QuantityError> {
+    let field = "spec.analysis.maxPredictedUtilization";
+    let v = analysis.max_predicted_utilization.trim();
+    if v == "off" {
+        return Ok(None);
+    }
+    let share = parse_percent(field, v)?;
+    if share > 0.0 {
+        Ok(Some(share))
+    } else {
+        // 0% would refuse every step: that is `off` turned inside out, never meant.
+        Err(QuantityError::OutOfRange {
+            field: field.into(),
+            value: v.into(),
+            why: "must be more than 0% (or off, to turn the capacity gate off)",
+        })
+    }
 }
 
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
@@ -241,6 +273,9 @@ fn default_alpha() -> f64 {
 }
 fn default_min_samples() -> i32 {
     5
+}
+fn default_max_predicted_utilization() -> String {
+    "85%".into()
 }
 fn default_min_gain() -> String {
     "5%".into()

@@ -23,6 +23,12 @@ pub enum QuantityError {
     Limit { field: String, value: String },
     #[error("{field}: {value:?} must be a percentage like 10%")]
     Percent { field: String, value: String },
+    #[error("{field}: {value:?} {why}")]
+    OutOfRange {
+        field: String,
+        value: String,
+        why: &'static str,
+    },
 }
 
 /// Parses `1h30m`, `90s`, `1.5m`, `500ms`. `field` names the spec field for the error message.

@@ -6,6 +6,7 @@
 //! setup), which a new client per analysis would build and throw away every interval.
 
 use jiff::Timestamp;
+use k8s_openapi::api::core::v1::Container;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::ResourceExt;
 
@@ -82,7 +83,9 @@ pub fn analysis_context(
     let Some(target) = &fetched.target else {
         return Ok(None);
     };
-    let container = workload::app_container(target, exp.spec.container.as_deref())?;
+    let name = exp.spec.container.as_deref();
+    let container = workload::app_container(target, name)?;
+    let (baseline_cpu_limit, candidate_cpu_limit) = cpu_limits(exp, container);
     Ok(Some(AnalysisContext {
         namespace: exp.namespace().ok_or(Error::MissingNamespace)?,
         container: container.name.clone(),
@@ -91,7 +94,24 @@ pub fn analysis_context(
         stage_index: status.stage_index.unwrap_or_default(),
         weight: effective_weight,
         now,
+        baseline_config: workload::read_baseline(target, name, &fetched.configmaps).ok(),
+        baseline_cpu_limit,
+        candidate_cpu_limit,
     }))
+}
+
+/// The app container's CPU limit (cores) in the baseline and in the candidate: the candidate
+/// gets `spec.candidate.resources` in place of the target's when they are set.
+pub fn cpu_limits(
+    exp: &ConcurrencyExperiment,
+    target_container: &Container,
+) -> (Option<f64>, Option<f64>) {
+    let baseline = analysis::cpu_limit(target_container.resources.as_ref());
+    let candidate = match &exp.spec.candidate.resources {
+        Some(r) => analysis::cpu_limit(Some(r)),
+        None => baseline,
+    };
+    (baseline, candidate)
 }
 
 pub async fn run(
@@ -124,6 +144,7 @@ pub async fn run(
                 candidate_requests: None,
                 checks: Vec::new(),
                 reason: Some(format!("Prometheus {url}: {e}")),
+                capacity: None,
             },
             recommendation: None,
             no_data: false,
@@ -135,6 +156,23 @@ pub async fn run(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_candidate_has_its_own_cpu_limit_only_when_it_sets_resources() {
+        let mut exp = crate::controller::fixtures::experiment();
+        let container: Container = serde_json::from_value(serde_json::json!({
+            "name": "web", "resources": {"limits": {"cpu": "500m"}}
+        }))
+        .unwrap();
+        assert_eq!(cpu_limits(&exp, &container), (Some(0.5), Some(0.5)));
+        // Resources given replace the target's whole: no cpu limit there is none at all.
+        exp.spec.candidate.resources =
+            Some(serde_json::from_value(serde_json::json!({"limits": {"memory": "1Gi"}})).unwrap());
+        assert_eq!(cpu_limits(&exp, &container), (Some(0.5), None));
+        exp.spec.candidate.resources =
+            Some(serde_json::from_value(serde_json::json!({"limits": {"cpu": "2"}})).unwrap());
+        assert_eq!(cpu_limits(&exp, &container), (Some(0.5), Some(2.0)));
+    }
 
     #[test]
     fn clients_are_kept_per_url_and_timeout_and_bounded() {

@@ -533,6 +533,11 @@ pub fn observations(
             .is_some_and(|d| workload::runs_config(d, &exp.spec.candidate, container)),
         candidate_problem: fetched.candidate_problem.clone(),
         not_ours: not_ours(exp, fetched),
+        candidate_cpu_limit: fetched
+            .target
+            .as_ref()
+            .and_then(|d| workload::app_container(d, container).ok())
+            .and_then(|c| super::analyse::cpu_limits(exp, c).1),
         effective_weight: effective_weight(exp, fetched),
         analysis: None,
     }

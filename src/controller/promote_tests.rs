@@ -13,7 +13,9 @@ use kube::ResourceExt;
 
 use crate::api::{ConcurrencyExperiment, Phase, ANNOTATION_APPROVE};
 
-/// Answers every instant query with one sample of `value`; returns its base URL.
+/// Answers every instant query with one sample of `value` — but the capacity gate's CPU and
+/// I/O seconds per request with the demo app's 2 ms and 60 ms, so a Puma 2×4 candidate can
+/// carry the stages; returns its base URL.
 async fn fake_prometheus(value: &'static str) -> String {
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let url = format!("http://{}", listener.local_addr().unwrap());
@@ -28,6 +30,17 @@ async fn fake_prometheus(value: &'static str) -> String {
                         Ok(n) => request.extend_from_slice(&buf[..n]),
                     }
                 }
+                let line = String::from_utf8_lossy(&request);
+                let line = line.lines().next().unwrap_or_default();
+                let (cpu, io) = (
+                    line.contains("ruby_running_seconds_total"),
+                    line.contains("ruby_io_wait_seconds_total"),
+                );
+                let value = match (cpu, io) {
+                    (true, false) => "0.002",
+                    (false, true) => "0.06",
+                    _ => value,
+                };
                 let body = json!({"status": "success", "data": {"resultType": "vector",
                     "result": [{"metric": {}, "value": [1796000000, value]}]}})
                 .to_string();

@@ -41,12 +41,7 @@ impl Target {
     pub fn from_deployment(d: &Deployment, container: Option<&str>) -> Result<Self, PluginError> {
         let c = app_container(d, container)?;
         let config = read_baseline(d, container, &Default::default())?;
-        let cpu_limit = c
-            .resources
-            .as_ref()
-            .and_then(|r| r.limits.as_ref())
-            .and_then(|l| l.get("cpu"))
-            .and_then(|q| cpu_cores(&q.0));
+        let cpu_limit = crate::analysis::capacity::cpu_limit(c.resources.as_ref());
         Ok(Target {
             deployment: d.name_any(),
             namespace: d.namespace().unwrap_or_default(),
@@ -63,19 +58,8 @@ impl Target {
     }
 }
 
-/// A CPU quantity in cores: `2`, `1.5`, `500m`, `250000u`, `100000000n`. The workload
-/// module's quantity parser is private to it; CPU needs only these forms.
-pub fn cpu_cores(q: &str) -> Option<f64> {
-    let q = q.trim();
-    let (number, scale) = match q.char_indices().last()? {
-        (i, 'm') => (&q[..i], 1e-3),
-        (i, 'u') => (&q[..i], 1e-6),
-        (i, 'n') => (&q[..i], 1e-9),
-        _ => (q, 1.0),
-    };
-    let v: f64 = number.parse().ok()?;
-    (v.is_finite() && v > 0.0).then_some(v * scale)
-}
+/// Shared with the operator's capacity gate.
+pub use crate::analysis::capacity::cpu_cores;
 
 /// `--metric requestsTotal=http_requests_total`: the same field names as
 /// `spec.analysis.metrics`, checked against Prometheus' name grammar.
@@ -446,18 +430,6 @@ pub async fn run(
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn cpu_quantities_in_cores() {
-        assert_eq!(cpu_cores("2"), Some(2.0));
-        assert_eq!(cpu_cores("1.5"), Some(1.5));
-        assert_eq!(cpu_cores("500m"), Some(0.5));
-        assert!((cpu_cores("250000u").unwrap() - 0.25).abs() < 1e-12);
-        assert!((cpu_cores("100000000n").unwrap() - 0.1).abs() < 1e-12);
-        assert_eq!(cpu_cores("0"), None);
-        assert_eq!(cpu_cores("lots"), None);
-        assert_eq!(cpu_cores(""), None);
-    }
 
     #[test]
     fn metric_flags_use_the_spec_field_names() {

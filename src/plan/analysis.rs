@@ -73,39 +73,48 @@ pub fn record(cx: &mut Ctx, stage_index: usize) -> bool {
             false
         }
         Verdict::Inconclusive => {
-            st.inconclusive_analyses += 1;
-            let (n, limit) = (st.inconclusive_analyses, limits.inconclusive_limit);
             let why = rec
                 .reason
                 .clone()
                 .unwrap_or_else(|| "not enough data".into());
+            count_inconclusive(cx, &at, &why)
+        }
+    }
+}
+
+/// Counts one inconclusive analysis (`at`: where it ran, `why`: its reason) against
+/// `inconclusiveLimit`; beyond it rolls back or holds as `onInconclusive` says. Returns true
+/// when it started a rollback. Also used by the capacity gate for an analysis that passed
+/// its checks but still cannot predict the next step.
+pub fn count_inconclusive(cx: &mut Ctx, at: &str, why: &str) -> bool {
+    let limits = &cx.spec.analysis;
+    let st = &mut cx.status;
+    st.inconclusive_analyses += 1;
+    let (n, limit) = (st.inconclusive_analyses, limits.inconclusive_limit);
+    let msg =
+        format!("Analysis {at} was inconclusive ({n} inconclusive, {limit} tolerated): {why}.");
+    cx.event(EventType::Warning, "AnalysisInconclusive", msg);
+    if n <= limit {
+        return false;
+    }
+    match limits.on_inconclusive {
+        InconclusiveAction::Rollback => {
+            let hint = if cx.status.no_data_analyses >= NO_DATA_LIMIT {
+                " No check had data in the last analyses; see the NoData condition."
+            } else {
+                ""
+            };
             let msg = format!(
-                "Analysis {at} was inconclusive ({n} inconclusive, {limit} tolerated): {why}."
+                "Rolling back: {n} inconclusive analyses exceed inconclusiveLimit {limit}; \
+                 last: {why}.{hint}"
             );
-            cx.event(EventType::Warning, "AnalysisInconclusive", msg);
-            if n <= limit {
-                return false;
-            }
-            match limits.on_inconclusive {
-                InconclusiveAction::Rollback => {
-                    let hint = if cx.status.no_data_analyses >= NO_DATA_LIMIT {
-                        " No check had data in the last analyses; see the NoData condition."
-                    } else {
-                        ""
-                    };
-                    let msg = format!(
-                        "Rolling back: {n} inconclusive analyses exceed inconclusiveLimit \
-                         {limit}; last: {why}.{hint}"
-                    );
-                    cx.start_rollback(INCONCLUSIVE_LIMIT, msg);
-                    true
-                }
-                InconclusiveAction::Pause => {
-                    // The Paused event is emitted where the phase changes.
-                    cx.status.hold_reason = Some(INCONCLUSIVE_LIMIT.into());
-                    false
-                }
-            }
+            cx.start_rollback(INCONCLUSIVE_LIMIT, msg);
+            true
+        }
+        InconclusiveAction::Pause => {
+            // The Paused event is emitted where the phase changes.
+            cx.status.hold_reason = Some(INCONCLUSIVE_LIMIT.into());
+            false
         }
     }
 }
@@ -176,7 +185,7 @@ fn count_no_data(cx: &mut Ctx, outcome: &AnalysisOutcome) {
     cx.event(EventType::Warning, "NoData", msg);
 }
 
-fn describe_stage(rec: &AnalysisRecord) -> String {
+pub fn describe_stage(rec: &AnalysisRecord) -> String {
     format!("in stage {} at {}% weight", rec.stage_index + 1, rec.weight)
 }
 

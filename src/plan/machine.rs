@@ -8,7 +8,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
 use super::observations::{Action, EventType, Observations, Step};
 use super::validate::{validate, Timing};
-use super::{analysis, approval, conditions, finish, progress, retry, timing};
+use super::{analysis, approval, capacity, conditions, finish, progress, retry, timing};
 use crate::api::{
     ConcurrencyExperimentSpec, ConcurrencyExperimentStatus, Decision, DecisionAction,
     OriginalState, Phase, RenderedServer, TargetScale, VariantStatus,
@@ -225,6 +225,17 @@ fn pending(cx: &mut Ctx, t: &Timing) {
     }
     cx.update_variants();
     cx.enter_stage(0);
+    // Told once, at the start: what the router can really give, and a gate that is off.
+    if let Some(msg) = capacity::coarse_split(cx.spec, cx.original()) {
+        cx.event(EventType::Normal, "CoarseSplit", msg);
+    }
+    if let Some(why) = capacity::off_reason(cx.spec, t).filter(|_| cx.spec.stages.len() > 1) {
+        let msg = format!(
+            "The capacity gate is off ({why}): each step is taken on the checks alone, without \
+             predicting whether the candidate can carry it."
+        );
+        cx.event(EventType::Normal, capacity::CAPACITY_GATE_OFF, msg);
+    }
     progress::run(cx, t);
 }
 
@@ -399,6 +410,7 @@ impl<'a> Ctx<'a> {
         st.stage_passed_analyses = 0;
         st.no_data_analyses = 0;
         st.hold_reason = None;
+        st.capacity_gate = None;
         st.conditions.retain(|c| c.type_ != conditions::NO_DATA);
     }
 

@@ -43,6 +43,16 @@
 //! belongs to the old config. A candidate shrinks only once its traffic is back on the
 //! baseline.
 //!
+//! Capacity (see `capacity`): before each weight step the candidate's per-pod load at the next
+//! stage (the measured total rate × that stage's real share / its candidate pods) is compared
+//! with its estimated capacity from the CPU and I/O time per request measured in the current
+//! stage. Above `spec.analysis.maxPredictedUtilization` the experiment rolls back
+//! (`InsufficientCapacity`) or, with `onInconclusive: pause`, holds until the approve annotation
+//! takes the step anyway; without the measurements the step waits, and each analysis that
+//! passes without them counts as inconclusive. The shell passes the candidate's CPU limit in
+//! `Observations::candidate_cpu_limit`. At the start the experiment says when the replicas
+//! router cannot give the planned weights (Event `CoarseSplit`, `status.plannedEffectiveWeights`).
+//!
 //! Someone else changing things mid-flight (docs/operations.md has the table): a target pod
 //! template other than the one fingerprinted at the start (`original.templateHash`) rolls back
 //! (`TargetChanged`) while Progressing/Paused, and in Promoting until the promotion is seen
@@ -55,6 +65,7 @@
 
 mod analysis;
 mod approval;
+mod capacity;
 pub mod conditions;
 mod finish;
 mod machine;
@@ -68,6 +79,7 @@ mod validate;
 mod tests;
 
 pub use analysis::{failing_checks, INCONCLUSIVE_LIMIT, KEPT_ANALYSES, NO_DATA_LIMIT};
+pub use capacity::{CAPACITY_GATE_OFF, CAPACITY_UNKNOWN, INSUFFICIENT_CAPACITY};
 pub use machine::step;
 pub use observations::*;
 pub use progress::{AWAITING_APPROVAL, PAUSED_BY_USER, PROGRESS_DEADLINE_EXCEEDED};

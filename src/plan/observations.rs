@@ -46,6 +46,9 @@ pub struct Observations {
     /// to it), e.g. `Deployment storefront-candidate`. They are never written or deleted: a
     /// Pending experiment is `Invalid`, a running one rolls back around them (`NotOwned`).
     pub not_ours: Vec<String>,
+    /// The CPU limit of the candidate's app container, cores (`spec.candidate.resources`, else
+    /// the target's): it caps the candidate's capacity in the capacity gate.
+    pub candidate_cpu_limit: Option<f64>,
     /// The split currently applied by the router, percent of traffic to the candidate.
     /// For `replicas` this is derived from ready pods; for `gatewayAPI` it is the route weight.
     pub effective_weight: i32,

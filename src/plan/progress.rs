@@ -3,6 +3,7 @@
 
 use super::analysis::INCONCLUSIVE_LIMIT;
 use super::approval;
+use super::capacity::{self, Gate, CAPACITY_UNKNOWN, INSUFFICIENT_CAPACITY};
 use super::conditions;
 use super::finish;
 use super::machine::Ctx;
@@ -30,10 +31,15 @@ pub fn run(cx: &mut Ctx, t: &Timing) {
         cx.status.stage_index = Some(index as i32);
         cx.status.stage = Some(format!("{}/{n}", index + 1));
     }
+    let seen = cx.status.last_analysis_at.clone();
     if cx.record_analysis(index) {
         return finish::roll_back(cx);
     }
+    let new_analysis = cx.status.last_analysis_at != seen;
     lift_inconclusive_hold(cx);
+    lift_capacity_hold(cx, t, index);
+    cx.status.planned_effective_weights =
+        capacity::planned_effective_weights(cx.spec, cx.original());
     if cx.status.hold_reason.as_deref() == Some(AWAITING_APPROVAL) && !cx.spec.paused {
         if let Some(by) = approve_promotion(cx) {
             let msg = format!("Approved by {by}: promoting the candidate into the target.");
@@ -56,12 +62,29 @@ pub fn run(cx: &mut Ctx, t: &Timing) {
         cx.start_rollback(PROGRESS_DEADLINE_EXCEEDED, msg);
         return finish::roll_back(cx);
     }
+    // After the clock: which analyses belong to the stage depends on when it started.
+    capacity::refresh(cx, t, index);
     let holding = cx.spec.paused || cx.status.hold_reason.is_some();
+    let mut waiting = false;
     if !holding && stage_earned(cx, t, index) {
         if index + 1 < n {
-            cx.enter_stage(index + 1);
-            in_force = apply_split(cx, index + 1);
-            start_clock(cx, in_force);
+            match capacity::gate(cx, t, index, new_analysis) {
+                Gate::Open => {
+                    cx.enter_stage(index + 1);
+                    in_force = apply_split(cx, index + 1);
+                    start_clock(cx, in_force);
+                }
+                Gate::Closed => waiting = cx.status.hold_reason.is_none(),
+                Gate::RolledBack => {
+                    // The split's actions give way to the rollback's; its Event stays.
+                    let split: Vec<Action> = cx.actions.drain(before_split..).collect();
+                    let events = split
+                        .into_iter()
+                        .filter(|a| matches!(a, Action::Event { .. }));
+                    cx.actions.extend(events);
+                    return finish::roll_back(cx);
+                }
+            }
         } else if cx.spec.promotion == Promotion::Manual {
             match approve_promotion(cx) {
                 Some(by) => {
@@ -90,7 +113,7 @@ pub fn run(cx: &mut Ctx, t: &Timing) {
         pause_event(cx, new_pause.clone());
     }
     cx.update_variants();
-    describe(cx, t, in_force, new_pause);
+    describe(cx, t, in_force, new_pause, waiting);
 }
 
 /// `spec.candidate` was edited mid-flight (the rendered config in status is not the spec's):
@@ -186,6 +209,39 @@ fn lift_inconclusive_hold(cx: &mut Ctx) {
         "Annotation {ANNOTATION_APPROVE} lifted the inconclusive hold at stage {stage} \
          ({n} inconclusive analyses; the count starts again). Removing the annotation."
     );
+    cx.event(EventType::Normal, "HoldLifted", msg);
+}
+
+/// An `InsufficientCapacity` hold ends with the approve annotation — the person takes the step
+/// the gate refused (at once, if the stage still has earned it), and the annotation is spent —
+/// or by itself once the spec lets the step pass (limit raised, gate off).
+fn lift_capacity_hold(cx: &mut Ctx, t: &Timing, index: usize) {
+    if cx.status.hold_reason.as_deref() != Some(INSUFFICIENT_CAPACITY) {
+        return;
+    }
+    let stage = cx.status.stage.clone().unwrap_or_default();
+    let next = cx
+        .status
+        .capacity_gate
+        .as_ref()
+        .map_or_else(String::new, |g| format!(" to stage {}", g.stage));
+    let msg = if capacity::allows(cx, t, index) {
+        format!(
+            "The capacity hold at stage {stage} is lifted: spec.analysis.maxPredictedUtilization \
+             ({}) now allows the step{next}.",
+            cx.spec.analysis.max_predicted_utilization
+        )
+    } else if approval::requested(cx) {
+        approval::consume(cx);
+        capacity::approve(cx);
+        format!(
+            "Annotation {ANNOTATION_APPROVE} lifted the capacity hold at stage {stage}: \
+             stepping{next} despite the predicted utilization. Removing the annotation."
+        )
+    } else {
+        return;
+    };
+    cx.status.hold_reason = None;
     cx.event(EventType::Normal, "HoldLifted", msg);
 }
 
@@ -299,7 +355,8 @@ fn pause_reason(status: &ConcurrencyExperimentStatus) -> Option<String> {
 fn pause_reason_now(cx: &Ctx) -> Option<String> {
     let hold = cx.status.hold_reason.as_deref();
     match hold {
-        Some(INCONCLUSIVE_LIMIT) => Some(INCONCLUSIVE_LIMIT.into()),
+        // Holds that need a person win over spec.paused: unpausing alone does not lift them.
+        Some(h @ (INCONCLUSIVE_LIMIT | INSUFFICIENT_CAPACITY)) => Some(h.into()),
         _ if cx.spec.paused => Some(PAUSED_BY_USER.into()),
         Some(h) => Some(h.to_string()),
         None => None,
@@ -323,6 +380,15 @@ fn pause_event(cx: &mut Ctx, reason: Option<String>) {
                 cx.status.inconclusive_analyses, cx.spec.analysis.inconclusive_limit
             ),
         ),
+        Some(INSUFFICIENT_CAPACITY) => (
+            EventType::Warning,
+            INSUFFICIENT_CAPACITY,
+            format!(
+                "Paused at stage {stage}: {} Annotate {ANNOTATION_APPROVE}=true to take the step \
+                 anyway, or abort to roll back.",
+                gate_message(cx)
+            ),
+        ),
         Some(AWAITING_APPROVAL) => (
             EventType::Normal,
             AWAITING_APPROVAL,
@@ -340,8 +406,17 @@ fn pause_event(cx: &mut Ctx, reason: Option<String>) {
     cx.event(type_, reason, msg);
 }
 
-/// The status message, condition reason and requeue time for the state reached.
-fn describe(cx: &mut Ctx, t: &Timing, in_force: bool, pause: Option<String>) {
+fn gate_message(cx: &Ctx) -> String {
+    cx.status
+        .capacity_gate
+        .as_ref()
+        .map(|g| g.message.clone())
+        .unwrap_or_default()
+}
+
+/// The status message, condition reason and requeue time for the state reached. `waiting`:
+/// the stage earned its step but the capacity gate cannot predict it yet.
+fn describe(cx: &mut Ctx, t: &Timing, in_force: bool, pause: Option<String>, waiting: bool) {
     let stage = cx.status.stage.clone().unwrap_or_default();
     let planned = cx.status.planned_weight;
     let effective = cx.obs.effective_weight;
@@ -369,10 +444,22 @@ fn describe(cx: &mut Ctx, t: &Timing, in_force: bool, pause: Option<String>) {
             }
         }
         let passed = cx.status.stage_passed_analyses;
-        format!(
+        let base = format!(
             "Stage {stage} at {effective}% of traffic ({}); {passed} passed analyses in this stage.",
             pods(cx)
-        )
+        );
+        match &pause {
+            Some(r) if r == INSUFFICIENT_CAPACITY => format!(
+                "{base} {} Annotate {ANNOTATION_APPROVE}=true to take the step anyway, or abort \
+                 to roll back.",
+                gate_message(cx)
+            ),
+            _ if waiting => format!(
+                "{base} The capacity gate holds the step: {}",
+                gate_message(cx)
+            ),
+            _ => format!("{base}{}", gate_preview(cx, index)),
+        }
     };
     cx.status.message = Some(match &pause {
         Some(r) => format!("Paused ({r}). {msg}"),
@@ -380,6 +467,25 @@ fn describe(cx: &mut Ctx, t: &Timing, in_force: bool, pause: Option<String>) {
     });
     if let Some(r) = pause {
         cx.reason = r;
+    } else if waiting {
+        cx.reason = CAPACITY_UNKNOWN.into();
+    }
+}
+
+/// ` Capacity gate for stage 3/3: predicted utilization 62% (max 85%).` while the current
+/// stage has a prediction for its step.
+fn gate_preview(cx: &Ctx, index: usize) -> String {
+    let Some(g) = cx.status.capacity_gate.as_ref() else {
+        return String::new();
+    };
+    match g.predicted_utilization {
+        Some(u) if g.stage_index == index as i32 + 1 => format!(
+            " Capacity gate for stage {}: predicted utilization {:.0}% (max {:.0}%).",
+            g.stage,
+            u * 100.0,
+            g.max_utilization * 100.0
+        ),
+        _ => String::new(),
     }
 }
 

@@ -3,9 +3,11 @@
 
 use std::time::Duration;
 
-use crate::api::{parse_duration, parse_percent, ConcurrencyExperimentSpec};
+use crate::api::{
+    max_predicted_utilization, parse_duration, parse_percent, ConcurrencyExperimentSpec,
+};
 
-/// The spec's durations, parsed once per step.
+/// The spec's durations and limits, parsed once per step.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Timing {
     /// `spec.stages[i].duration`, by stage index.
@@ -14,6 +16,8 @@ pub struct Timing {
     pub interval: Duration,
     /// `spec.progressDeadline`.
     pub progress_deadline: Duration,
+    /// `spec.analysis.maxPredictedUtilization` as a share; `None` when the gate is `off`.
+    pub max_utilization: Option<f64>,
 }
 
 impl Timing {
@@ -71,9 +75,11 @@ pub fn validate(
     let rec = &spec.analysis.recommendation;
     parse_percent("spec.analysis.recommendation.minGain", &rec.min_gain).map_err(err)?;
     parse_percent("spec.analysis.recommendation.asyncAbove", &rec.async_above).map_err(err)?;
+    let max_utilization = max_predicted_utilization(&spec.analysis).map_err(err)?;
     Ok(Timing {
         stages,
         interval,
         progress_deadline,
+        max_utilization,
     })
 }

@@ -91,5 +91,8 @@ pub fn storefront_context(namespace: &str) -> concurrency_operator::analysis::An
         stage_index: 1,
         weight: 50,
         now: jiff::Timestamp::now(),
+        baseline_config: None,
+        baseline_cpu_limit: None,
+        candidate_cpu_limit: None,
     }
 }

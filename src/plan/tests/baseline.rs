@@ -57,6 +57,7 @@ fn judged(run: &Run, baseline: f64, candidate: f64) -> Option<AnalysisOutcome> {
             candidate_requests: Some(300.0),
             checks,
             reason: Some(reason),
+            capacity: Some(measured(30.0)),
         },
         recommendation: None,
         no_data: false,

@@ -3,6 +3,7 @@
 
 mod approval;
 mod baseline;
+mod capacity;
 mod deadline;
 mod edit;
 mod finish;
@@ -20,8 +21,8 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
 use super::*;
 use crate::api::{
-    AnalysisRecord, CheckResult, ConcurrencyExperimentSpec, ConcurrencyExperimentStatus,
-    RenderedServer, Router, ServerKind, Verdict,
+    AnalysisRecord, CapacityMeasurement, CheckResult, ConcurrencyExperimentSpec,
+    ConcurrencyExperimentStatus, RenderedServer, Router, ServerKind, VariantCapacity, Verdict,
 };
 use crate::traffic::percent;
 
@@ -68,6 +69,23 @@ pub fn record(verdict: Verdict, secs: i64, stage_index: i32, weight: i32) -> Ana
             reason: None,
         }],
         reason: (verdict == Verdict::Inconclusive).then(|| "no data for the candidate".into()),
+        capacity: Some(measured(30.0)),
+    }
+}
+
+/// The demo app's measurement (2 ms CPU + 60 ms I/O per request) at `total_rate` req/s: a
+/// candidate Puma 2×4 pod carries 129 req/s, far above what any stage gives it here.
+pub fn measured(total_rate: f64) -> CapacityMeasurement {
+    let times = VariantCapacity {
+        cpu_per_request: Some(0.002),
+        io_per_request: Some(0.060),
+        per_pod_rate: Some(total_rate / 6.0),
+        ..Default::default()
+    };
+    CapacityMeasurement {
+        baseline: Some(times.clone()),
+        candidate: Some(times),
+        total_rate: Some(total_rate),
     }
 }
 
@@ -102,6 +120,8 @@ pub struct World {
     pub spec_error: Option<String>,
     /// Objects in the way that the experiment did not create (`Observations::not_ours`).
     pub not_ours: Vec<String>,
+    /// `Observations::candidate_cpu_limit`.
+    pub candidate_cpu_limit: Option<f64>,
 }
 
 impl World {
@@ -136,6 +156,7 @@ impl World {
             other_experiment: None,
             spec_error: None,
             not_ours: Vec::new(),
+            candidate_cpu_limit: None,
         }
     }
 
@@ -219,6 +240,7 @@ impl World {
             candidate_runs_spec_config: self.candidate.is_some() && !self.candidate_stale,
             candidate_problem: self.candidate_problem.clone(),
             not_ours: self.not_ours.clone(),
+            candidate_cpu_limit: self.candidate_cpu_limit,
             effective_weight: self.effective_weight(),
             analysis: None,
         }
@@ -235,6 +257,8 @@ pub struct Run {
     pub last: Option<Step>,
     /// Pods get ready right after each step.
     pub auto_settle: bool,
+    /// What the analyses `tick` makes measured for the capacity gate.
+    pub measurement: Option<CapacityMeasurement>,
 }
 
 impl Run {
@@ -248,6 +272,7 @@ impl Run {
             log: Vec::new(),
             last: None,
             auto_settle: true,
+            measurement: Some(measured(30.0)),
         }
     }
 
@@ -266,8 +291,12 @@ impl Run {
         if let Some(v) = verdict {
             if analysis_due(&self.spec, &self.status, obs.now) {
                 let stage = self.status.stage_index.unwrap_or(0);
+                let record = AnalysisRecord {
+                    capacity: self.measurement.clone(),
+                    ..record(v, self.now, stage, obs.effective_weight)
+                };
                 obs.analysis = Some(AnalysisOutcome {
-                    record: record(v, self.now, stage, obs.effective_weight),
+                    record,
                     recommendation: None,
                     no_data: false,
                 });

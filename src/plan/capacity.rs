@@ -1,0 +1,475 @@
+//! The capacity gate: before each weight step, predict the candidate's per-pod load at the
+//! next stage from what the current stage measured, and refuse a step it could not carry.
+//!
+//! Load per candidate pod there = total rate × the next stage's share / its candidate pods,
+//! with the share and pods the router will really give (`traffic::replica_split`: one replica
+//! gives 50% on one pod, whatever the plan says). Capacity per pod from the candidate's
+//! measured CPU and I/O seconds per request and its config (`analysis::capacity`), capped by
+//! its CPU limit. Every analysis of the current stage with the split in force, enough
+//! candidate requests and those measurements gives a prediction; the highest decides — load
+//! varies, and the step must hold at the busiest interval seen. A `queueTime` check whose
+//! `max` the candidate already exceeded at the current share counts as over, whatever the
+//! estimate says. Nothing measured in the stage: the step waits (Inconclusive), and each
+//! analysis that passes its checks without the measurement counts against
+//! `inconclusiveLimit` — never a silent pass.
+//!
+//! Over the limit: roll back (`InsufficientCapacity`), or with `onInconclusive: pause` hold
+//! (hold reason `InsufficientCapacity`) until approved — the approve annotation takes the step
+//! anyway — or aborted. Off with `maxPredictedUtilization: off`, and for `server: custom`
+//! (no capacity model); both are told in an Event at the start.
+
+use super::analysis::{count_inconclusive, describe_stage};
+use super::machine::Ctx;
+use super::validate::Timing;
+use crate::analysis::{candidate_config, predict, PerRequest, Prediction, Unit};
+use crate::api::{
+    AnalysisRecord, BuiltinMetric, CapacityGate, ConcurrencyExperimentSpec, InconclusiveAction,
+    RenderedServer, Router, ServerKind, Verdict,
+};
+use crate::traffic::replica_split;
+
+/// Decision, hold and Event reason when the candidate could not carry the next stage.
+pub const INSUFFICIENT_CAPACITY: &str = "InsufficientCapacity";
+/// Condition reason while a step waits for the measurements to predict it.
+pub const CAPACITY_UNKNOWN: &str = "CapacityUnknown";
+/// Event reason at the start when the gate does not apply.
+pub const CAPACITY_GATE_OFF: &str = "CapacityGateOff";
+
+/// Why the gate does not apply to this experiment, if it does not.
+pub fn off_reason(spec: &ConcurrencyExperimentSpec, t: &Timing) -> Option<&'static str> {
+    if t.max_utilization.is_none() {
+        Some("spec.analysis.maxPredictedUtilization is off")
+    } else if spec.candidate.server == ServerKind::Custom {
+        Some("server: custom has no capacity model")
+    } else {
+        None
+    }
+}
+
+/// What the gate says about stepping out of the current stage.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Gate {
+    /// Step.
+    Open,
+    /// Do not step now: held (`InsufficientCapacity`) or waiting for the measurements.
+    Closed,
+    /// A rollback was started.
+    RolledBack,
+}
+
+/// The prediction for the step out of stage `index`, kept in `status.capacityGate` while the
+/// stage runs (a preview: nothing is decided before the stage has earned its step). Not
+/// written while there is nothing to say yet, so the prediction the stage was entered with
+/// stays until the stage measured something.
+pub fn refresh(cx: &mut Ctx, t: &Timing, index: usize) {
+    let Some(max) = t.max_utilization else {
+        return;
+    };
+    if off_reason(cx.spec, t).is_some() || index + 1 >= cx.spec.stages.len() {
+        return;
+    }
+    let gate = evaluate(cx, index, max);
+    let same_step = cx
+        .status
+        .capacity_gate
+        .as_ref()
+        .is_some_and(|g| g.stage_index == gate.stage_index);
+    if gate.verdict != Verdict::Inconclusive || same_step {
+        store(cx, gate);
+    }
+}
+
+/// The gate at the moment stage `index` has earned its step. `new_analysis`: this reconcile
+/// recorded an analysis (an inconclusive one is counted only once).
+pub fn gate(cx: &mut Ctx, t: &Timing, index: usize, new_analysis: bool) -> Gate {
+    let Some(max) = t.max_utilization else {
+        return Gate::Open;
+    };
+    if off_reason(cx.spec, t).is_some() {
+        return Gate::Open;
+    }
+    let gate = evaluate(cx, index, max);
+    let (verdict, message) = (gate.verdict, gate.message.clone());
+    if store(cx, gate) {
+        return Gate::Open;
+    }
+    match verdict {
+        Verdict::Pass => Gate::Open,
+        Verdict::Fail => match cx.spec.analysis.on_inconclusive {
+            InconclusiveAction::Rollback => {
+                let next = stage_name(cx.spec, index + 1);
+                let msg = format!("Rolling back before stage {next}: {message}");
+                cx.start_rollback(INSUFFICIENT_CAPACITY, msg);
+                Gate::RolledBack
+            }
+            InconclusiveAction::Pause => {
+                // The Event (with the numbers) is emitted where the phase changes.
+                cx.status.hold_reason = Some(INSUFFICIENT_CAPACITY.into());
+                Gate::Closed
+            }
+        },
+        Verdict::Inconclusive => {
+            let latest = cx.status.analyses.last().cloned();
+            let passed = latest.as_ref().filter(|a| a.verdict == Verdict::Pass);
+            if let Some(rec) = passed.filter(|_| new_analysis) {
+                let why = format!("its checks passed, but {}", lower_first(&message));
+                let why = why.trim_end_matches('.');
+                if count_inconclusive(cx, &describe_stage(rec), why) {
+                    return Gate::RolledBack;
+                }
+            }
+            Gate::Closed
+        }
+    }
+}
+
+/// The gate would let stage `index` take its step now (turned off, or the limit raised since
+/// it held): an `InsufficientCapacity` hold has nothing left to wait for.
+pub fn allows(cx: &Ctx, t: &Timing, index: usize) -> bool {
+    match t.max_utilization {
+        _ if off_reason(cx.spec, t).is_some() => true,
+        Some(max) => evaluate(cx, index, max).verdict == Verdict::Pass,
+        None => true,
+    }
+}
+
+/// The approve annotation on an `InsufficientCapacity` hold: the person takes the step the
+/// gate refused. Remembered in `status.capacityGate.approved` until the step is taken.
+pub fn approve(cx: &mut Ctx) {
+    if let Some(g) = cx.status.capacity_gate.as_mut() {
+        g.approved = true;
+    }
+}
+
+/// Writes `gate` into status, keeping an approval of the same step. True when approved.
+fn store(cx: &mut Ctx, mut gate: CapacityGate) -> bool {
+    let approved = cx
+        .status
+        .capacity_gate
+        .as_ref()
+        .is_some_and(|g| g.stage_index == gate.stage_index && g.approved);
+    gate.approved = approved;
+    cx.status.capacity_gate = Some(gate);
+    approved
+}
+
+fn stage_name(spec: &ConcurrencyExperimentSpec, index: usize) -> String {
+    format!("{}/{}", index + 1, spec.stages.len())
+}
+
+/// One analysis' prediction.
+struct Predicted<'a> {
+    rec: &'a AnalysisRecord,
+    total_rate: f64,
+    per_request: PerRequest,
+    prediction: Prediction,
+}
+
+/// A `queueTime` check's `max` the candidate already exceeded.
+struct Queueing<'a> {
+    rec: &'a AnalysisRecord,
+    value: f64,
+    max: f64,
+}
+
+/// The gate's view of the step from stage `index` to `index + 1`: pure, from the spec, the
+/// recorded analyses and the observations.
+pub fn evaluate(cx: &Ctx, index: usize, max: f64) -> CapacityGate {
+    let spec = cx.spec;
+    let next = index + 1;
+    let weight = spec.stages.get(next).map_or(100, |s| s.weight);
+    let router = spec.traffic.router;
+    let split = replica_split(router, cx.original(), weight);
+    let (share, pods) = (split.planned_effective_weight, split.candidate);
+    let baseline = cx
+        .obs
+        .target
+        .as_ref()
+        .and_then(|t| t.baseline.as_ref())
+        .or(cx.status.baseline.as_ref().map(|b| &b.config));
+    let config = candidate_config(&spec.candidate, baseline);
+    let cpu_limit = cx.obs.candidate_cpu_limit;
+    let started = cx.status.stage_started_at.as_ref().map(|s| s.0);
+    let min_requests = spec.analysis.min_requests as f64;
+    // Analyses of this stage's split in force, with enough candidate requests that the times
+    // per request are not noise.
+    let in_stage: Vec<&AnalysisRecord> = cx
+        .status
+        .analyses
+        .iter()
+        .filter(|a| a.stage_index == index as i32 && started.is_some_and(|s| a.at.0 >= s))
+        .filter(|a| a.candidate_requests.is_some_and(|r| r >= min_requests))
+        .collect();
+    let predictions: Vec<Predicted> = in_stage
+        .iter()
+        .filter_map(|rec| {
+            let m = rec.capacity.as_ref()?;
+            let c = m.candidate.as_ref()?;
+            let per_request = PerRequest {
+                cpu: c.cpu_per_request?,
+                io: c.io_per_request?,
+            };
+            let total_rate = m.total_rate?;
+            let prediction = predict(&config, per_request, cpu_limit, total_rate, share, pods)?;
+            Some(Predicted {
+                rec,
+                total_rate,
+                per_request,
+                prediction,
+            })
+        })
+        .collect();
+    let worst = predictions.iter().max_by(|a, b| {
+        a.prediction
+            .utilization
+            .total_cmp(&b.prediction.utilization)
+    });
+    let queueing = queueing(spec, &in_stage);
+    let stage = stage_name(spec, next);
+    let planned = if share == weight {
+        String::new()
+    } else {
+        format!(" — the replicas router gives {share}% for the planned {weight}%")
+    };
+    let mut gate = CapacityGate {
+        stage: stage.clone(),
+        stage_index: next as i32,
+        weight: share,
+        candidate_pods: pods,
+        total_rate: None,
+        predicted_rate_per_pod: None,
+        capacity_per_pod: None,
+        predicted_utilization: None,
+        max_utilization: max,
+        verdict: Verdict::Inconclusive,
+        message: String::new(),
+        analysis_at: None,
+        approved: false,
+    };
+    let queue_note = queueing.as_ref().map(|q| {
+        format!(
+            "the candidate already queued {} at {}% (queueTime max {})",
+            Unit::Seconds.format(q.value),
+            q.rec.weight,
+            Unit::Seconds.format(q.max)
+        )
+    });
+    match worst {
+        Some(p) => {
+            let pr = &p.prediction;
+            let over = pr.utilization > max || queueing.is_some();
+            let cmp = if pr.utilization > max { ">" } else { "≤" };
+            let pods_word = if pods == 1 { "pod" } else { "pods" };
+            let mut msg = format!(
+                "Stage {stage} would give the candidate {} per pod ({share}% of {} on {pods} \
+                 {pods_word}{planned}); its estimated capacity is {} ({}, {} CPU + {} I/O per \
+                 request, bound {}): predicted utilization {} {cmp} {}",
+                rate(pr.load_per_pod),
+                rate(p.total_rate),
+                rate(pr.capacity.per_pod),
+                config.summary(),
+                Unit::Seconds.format(p.per_request.cpu),
+                Unit::Seconds.format(p.per_request.io),
+                pr.capacity.bound.as_str(),
+                percent(pr.utilization),
+                percent(max),
+            );
+            if let Some(note) = &queue_note {
+                msg.push_str(&format!("; and {note}"));
+            }
+            msg.push('.');
+            gate.total_rate = Some(p.total_rate);
+            gate.predicted_rate_per_pod = Some(pr.load_per_pod);
+            gate.capacity_per_pod = Some(pr.capacity.per_pod);
+            gate.predicted_utilization = Some(pr.utilization);
+            gate.analysis_at = Some(p.rec.at.clone());
+            gate.verdict = if over { Verdict::Fail } else { Verdict::Pass };
+            gate.message = msg;
+        }
+        None => match &queue_note {
+            // Queueing beyond its limit needs no estimate to say the step is too big.
+            Some(note) => {
+                gate.verdict = Verdict::Fail;
+                gate.analysis_at = queueing.map(|q| q.rec.at.clone());
+                let why = unknown(cx, index, &config, &in_stage);
+                gate.message = format!(
+                    "Stage {stage} would give the candidate more traffic ({share}% on {pods} \
+                     pods{planned}), but {note}; no capacity estimate: {why}"
+                );
+            }
+            None => {
+                let why = unknown(cx, index, &config, &in_stage);
+                gate.message = format!("Stage {stage} cannot be predicted: {why}");
+            }
+        },
+    }
+    gate
+}
+
+/// Why no prediction could be made, in one sentence naming the fix where there is one.
+fn unknown(
+    cx: &Ctx,
+    index: usize,
+    config: &RenderedServer,
+    in_stage: &[&AnalysisRecord],
+) -> String {
+    let spec = cx.spec;
+    let stage = stage_name(spec, index);
+    if config.workers.is_none_or(|w| w < 1) {
+        return "the candidate's worker count is unknown (the target does not say it either); \
+                set spec.candidate.workers."
+            .into();
+    }
+    if config.server == ServerKind::Puma && config.threads.is_none_or(|t| t < 1) {
+        return "the candidate's thread count is unknown (the target does not say it either); \
+                set spec.candidate.threads."
+            .into();
+    }
+    let started = cx.status.stage_started_at.as_ref().map(|s| s.0);
+    let any = cx
+        .status
+        .analyses
+        .iter()
+        .any(|a| a.stage_index == index as i32 && started.is_some_and(|s| a.at.0 >= s));
+    if !any {
+        return format!("no analysis of stage {stage} yet.");
+    }
+    let Some(latest) = in_stage.last() else {
+        return format!(
+            "no analysis of stage {stage} had minRequests ({}) candidate requests.",
+            spec.analysis.min_requests
+        );
+    };
+    let names = &spec.analysis.metrics;
+    let m = latest.capacity.as_ref();
+    let c = m.and_then(|m| m.candidate.as_ref());
+    let mut missing = Vec::new();
+    if c.and_then(|c| c.cpu_per_request).is_none() {
+        missing.push(format!(
+            "CPU time per request (metrics.runningSeconds {} / metrics.requestsTotal {})",
+            names.running_seconds, names.requests_total
+        ));
+    }
+    if c.and_then(|c| c.io_per_request).is_none() {
+        missing.push(format!(
+            "I/O time per request (metrics.ioWaitSeconds {})",
+            names.io_wait_seconds
+        ));
+    }
+    if m.and_then(|m| m.total_rate).is_none() {
+        missing.push(format!(
+            "the total request rate (metrics.requestsTotal {})",
+            names.requests_total
+        ));
+    }
+    if missing.is_empty() {
+        // Measured, yet no estimate: zero CPU time per request (nothing bounds the model).
+        return format!(
+            "the candidate's measurements in stage {stage} give no capacity estimate (no CPU \
+             time per request)."
+        );
+    }
+    format!(
+        "Prometheus had no {} for the candidate in stage {stage}; set \
+         spec.analysis.maxPredictedUtilization: off if the exporter has no such counters.",
+        missing.join(", nor ")
+    )
+}
+
+/// The highest candidate queue time above a `queueTime` check's `max` in the stage.
+fn queueing<'a>(
+    spec: &ConcurrencyExperimentSpec,
+    in_stage: &[&'a AnalysisRecord],
+) -> Option<Queueing<'a>> {
+    let checks: Vec<(String, f64)> = spec
+        .analysis
+        .checks
+        .iter()
+        .filter(|c| c.metric == Some(BuiltinMetric::QueueTime))
+        .filter_map(|c| {
+            let max = c.max.as_ref()?.value("queueTime.max").ok()?;
+            Some((c.display_name(), max))
+        })
+        .collect();
+    in_stage
+        .iter()
+        .flat_map(|rec| {
+            checks.iter().filter_map(move |(name, max)| {
+                let value = rec
+                    .checks
+                    .iter()
+                    .find(|c| &c.name == name)?
+                    .candidate
+                    .filter(|v| v.is_finite() && v > max)?;
+                Some(Queueing {
+                    rec,
+                    value,
+                    max: *max,
+                })
+            })
+        })
+        .max_by(|a, b| (a.value / a.max).total_cmp(&(b.value / b.max)))
+}
+
+/// Requests per second for people: `20.1 req/s`.
+fn rate(v: f64) -> String {
+    format!("{v:.1} req/s")
+}
+
+/// A share for people: `124%`.
+fn percent(v: f64) -> String {
+    format!("{:.0}%", v * 100.0)
+}
+
+fn lower_first(s: &str) -> String {
+    let mut c = s.chars();
+    match c.next() {
+        Some(f) => f.to_lowercase().chain(c).collect(),
+        None => String::new(),
+    }
+}
+
+/// Per stage, the candidate's share the router really gives.
+pub fn planned_effective_weights(spec: &ConcurrencyExperimentSpec, original: i32) -> Vec<i32> {
+    spec.stages
+        .iter()
+        .map(|s| replica_split(spec.traffic.router, original, s.weight).planned_effective_weight)
+        .collect()
+}
+
+/// Percentage points a stage's real share may miss its planned weight by before the start
+/// says so: 2 of 6 pods (33% for 30%) is rounding, 1 + 1 pods (50% for 30%) is not.
+pub const COARSE_SPLIT_POINTS: i32 = 5;
+
+/// The `CoarseSplit` message when the replicas router cannot give the planned weights (one
+/// stage off by more than `COARSE_SPLIT_POINTS`); `status.plannedEffectiveWeights` always
+/// shows the real shares.
+pub fn coarse_split(spec: &ConcurrencyExperimentSpec, original: i32) -> Option<String> {
+    if spec.traffic.router != Router::Replicas {
+        return None;
+    }
+    let effective = planned_effective_weights(spec, original);
+    let planned: Vec<i32> = spec.stages.iter().map(|s| s.weight).collect();
+    let coarse = effective
+        .iter()
+        .zip(&planned)
+        .any(|(e, p)| (e - p).abs() > COARSE_SPLIT_POINTS);
+    if !coarse {
+        return None;
+    }
+    let list = |v: &[i32]| {
+        v.iter()
+            .map(|w| format!("{w}%"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    let replicas = if original == 1 { "replica" } else { "replicas" };
+    Some(format!(
+        "Deployment {} has {original} {replicas}: the replicas router splits traffic by pods, \
+         so the candidate gets {} for the planned {}. For exact weights use traffic.router: \
+         gatewayAPI, or run the target with more replicas.",
+        spec.target_ref.name,
+        list(&effective),
+        list(&planned)
+    ))
+}
