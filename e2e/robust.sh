@@ -163,14 +163,16 @@ scenario_puma_flags() {
   args=$(kubectl -n $ns get deploy storefront-candidate -o jsonpath='{.spec.template.spec.containers[0].args}')
   log "  candidate args: $args"
   pod=$(kubectl -n $ns get pods -o name | grep storefront-candidate | head -1)
-  kubectl -n $ns logs "$pod" | grep -q 'workers: 2, threads: 4,' \
-    || fail "the candidate pod does not run 2×4: $(kubectl -n $ns logs "$pod" | head -2)"
+  local podlog
+  podlog=$(kubectl -n $ns logs "$pod")
+  grep -q 'workers: 2, threads: 4,' <<<"$podlog" || fail "the candidate pod does not run 2×4: ${podlog:0:300}"
   progress $ns flags
   decision_is $ns flags Promote StagesPassed
   args=$(kubectl -n $ns get deploy storefront -o jsonpath='{.spec.template.spec.containers[0].args}')
   grep -q '4:4' <<<"$args" || fail "the promoted target's flags are $args"
   pod=$(kubectl -n $ns get pods -l app=storefront -o name | head -1)
-  kubectl -n $ns logs "$pod" | grep -q 'workers: 2, threads: 4,' || fail "the promoted target does not run 2×4"
+  podlog=$(kubectl -n $ns logs "$pod")
+  grep -q 'workers: 2, threads: 4,' <<<"$podlog" || fail "the promoted target does not run 2×4"
   stop_load $ns
 }
 
