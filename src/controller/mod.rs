@@ -199,7 +199,7 @@ async fn run_controllers(client: &Client, config: &RunConfig, lost: impl Future<
 /// kube's `Store::wait_until_ready` waits on a oneshot channel that keeps only the last
 /// waiter's waker, and the controller's runner waits on the same store: a second waiter may
 /// never be woken. Re-polling on a short timer sidesteps that (the ready state is remembered).
-async fn synced<K>(store: &Store<K>) -> bool
+pub(crate) async fn synced<K>(store: &Store<K>) -> bool
 where
     K: kube::Resource + Clone + 'static,
     K::DynamicType: Eq + std::hash::Hash + Clone,

@@ -20,6 +20,9 @@ use crate::api::{
 use crate::plan::{self, Step};
 use crate::{telemetry, traffic, workload};
 
+/// How long a reconcile waits for the Deployment cache's first list before requeueing.
+const CACHE_WAIT: Duration = Duration::from_secs(5);
+
 /// Entry point for the controller: times the reconcile, records errors as metric and Event.
 pub async fn reconcile(exp: Arc<ConcurrencyExperiment>, ctx: Arc<Context>) -> Result<Requeue> {
     let started = Instant::now();
@@ -78,6 +81,16 @@ async fn reconcile_inner(exp: &ConcurrencyExperiment, ctx: &Context) -> Result<R
         return Ok(Requeue::await_change());
     }
 
+    // Targets and candidates come from the Deployment cache: before its first full list an
+    // absent target only means "not listed yet" — deciding then would roll back a running
+    // experiment as `TargetMissing` right after an operator restart.
+    for store in &ctx.caches.deployments {
+        let ready = tokio::time::timeout(CACHE_WAIT, super::synced(store)).await;
+        if !matches!(ready, Ok(true)) {
+            tracing::info!(experiment = %key(exp), "Deployment cache not synced yet; looking again soon");
+            return Ok(Requeue::requeue(Duration::from_secs(1)));
+        }
+    }
     let fetched = observe::fetch(&ctx.client, &ctx.caches, exp).await?;
     let now = jiff::Timestamp::now();
     let mut observations = observe::observations(exp, &fetched, now);

@@ -67,3 +67,42 @@ async fn a_reconcile_reads_nothing_from_the_api_when_nothing_is_to_be_written() 
     reconcile_stored(&fake).await.unwrap();
     assert_eq!(fake.lines(), Vec::<String>::new());
 }
+
+#[tokio::test]
+async fn before_the_deployment_cache_is_listed_nothing_is_decided() {
+    use super::context::{Caches, Context, Settings};
+    use crate::api::ConcurrencyExperiment;
+    use kube::runtime::controller::Action as Requeue;
+    use kube::runtime::reflector;
+    // A running experiment right after an operator restart: its target exists, but the
+    // Deployment watch has not delivered its first list yet.
+    let mut exp = with_finalizer(experiment());
+    exp.status = Some(crate::api::ConcurrencyExperimentStatus {
+        phase: crate::api::Phase::Progressing,
+        stage_index: Some(1),
+        ..Default::default()
+    });
+    let fake = FakeApi::default()
+        .with(EXP, &exp)
+        .with(TARGET, target(4, 4));
+    let (synced_ctx, server) = fake.context(std::slice::from_ref(&exp));
+    let (unsynced, _writer) = reflector::store::<Deployment>();
+    let caches = Caches {
+        deployments: vec![unsynced],
+        ..synced_ctx.caches.clone()
+    };
+    let ctx = Context::new(
+        synced_ctx.client.clone(),
+        fake.metrics.clone(),
+        Settings::default(),
+        caches,
+    );
+    let stored: ConcurrencyExperiment = fake.get(EXP).unwrap();
+    let requeue = super::reconcile(Arc::new(stored), Arc::new(ctx))
+        .await
+        .unwrap();
+    server.abort();
+    assert_eq!(requeue, Requeue::requeue(std::time::Duration::from_secs(1)));
+    // No status written, no rollback decided: the target only looked missing.
+    assert_eq!(fake.lines(), Vec::<String>::new());
+}
