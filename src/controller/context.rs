@@ -72,11 +72,6 @@ impl Caches {
             })
             .collect()
     }
-
-    /// How many experiments the watches hold.
-    pub fn experiment_count(&self) -> usize {
-        self.indexes.iter().map(|i| i.len()).sum()
-    }
 }
 
 pub struct Context {
