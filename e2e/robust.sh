@@ -156,7 +156,7 @@ scenario_puma_flags() {
   new_ns $ns
   E2E_ARGS='[serve, -w, "2", -t, "6:6"]' deploy_target $ns
   start_load $ns 240
-  E2E_STAGE_S=15 experiment $ns flags '{server: puma, workers: 2, threads: 4}' "$LATENCY_CHECK"
+  E2E_STAGE_S=15 experiment $ns flags '{server: puma, workers: 2, threads: 4}' "$TOLERANT_CHECK"
   wait_until 90 "candidate ready" bash -c "[[ \$(kubectl -n $ns get deploy storefront-candidate -o jsonpath='{.status.readyReplicas}') -ge 1 ]]"
   [[ $(field $ns flags 's["baseline"]["summary"]') == "puma 2×6" ]] || fail "baseline read back as $(field $ns flags 's["baseline"]["summary"]')"
   local args
@@ -183,7 +183,7 @@ scenario_retry() {
   new_ns $ns
   deploy_target $ns
   start_load $ns 300
-  E2E_STAGE_S=15 experiment $ns again '{server: puma, workers: 2, threads: 4}' "$LATENCY_CHECK"
+  E2E_STAGE_S=15 experiment $ns again '{server: puma, workers: 2, threads: 4}' "$TOLERANT_CHECK"
   wait_until 90 "first analysis" bash -c "[[ -n \$(kubectl -n $ns get cexp again -o jsonpath='{.status.lastVerdict}') ]]"
   # Through the kubectl plugin, as a person would: a refusal first (nothing to approve on an
   # auto experiment mid-stage, exit code 1, one line), then abort and retry.
