@@ -19,6 +19,10 @@ PROM_BIN_DIR="$CACHE_ROOT/prometheus-$PROM_MODULE_VERSION-$(cat "$PROM_TOOLS_DIR
 GW_TOOLS_DIR="$HERE/tools-gateway"
 GW_MODULE_VERSION=$(grep -oE 'github.com/traefik/traefik/v3 v[0-9.]+' "$GW_TOOLS_DIR/go.mod" | head -1 | cut -d' ' -f2)
 GW_BIN_DIR="$CACHE_ROOT/traefik-$GW_MODULE_VERSION-$(cat "$GW_TOOLS_DIR/go.mod" "$GW_TOOLS_DIR/go.sum" | sha256sum | cut -c1-12)/bin"
+# metrics-server, for HorizontalPodAutoscalers (e2e/cluster/metrics), from its own module.
+MS_TOOLS_DIR="$HERE/tools-metrics"
+MS_MODULE_VERSION=$(grep -oE 'sigs.k8s.io/metrics-server v[0-9.]+' "$MS_TOOLS_DIR/go.mod" | head -1 | cut -d' ' -f2)
+MS_BIN_DIR="$CACHE_ROOT/metrics-server-$MS_MODULE_VERSION-$(cat "$MS_TOOLS_DIR/go.mod" "$MS_TOOLS_DIR/go.sum" | sha256sum | cut -c1-12)/bin"
 # Everything the running cluster owns lives here; `down` removes exactly this.
 STATE="${CLUSTER_STATE:-/var/lib/concurrency-operator-cluster}"
 PKI="$STATE/pki"
@@ -48,6 +52,7 @@ PROM_PORT=19090
 # Traefik: HTTP entrypoint on the bridge IP (Gateway listeners use this port), ping on loopback.
 GW_PORT=18080
 GW_PING_PORT=18081
+MS_PORT=18443
 CONTAINERD_SOCK="$RUN/containerd/containerd.sock"
 
 export KUBECONFIG="$STATE/admin.kubeconfig"

@@ -4,9 +4,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::autoscaling::v2::HorizontalPodAutoscaler;
 use kube::runtime::events::{Recorder, Reporter};
 use kube::runtime::reflector::{ObjectRef, Store};
-use kube::Client;
+use kube::{Client, ResourceExt};
 
 use super::index::ExperimentIndex;
 use crate::api::ConcurrencyExperiment;
@@ -48,6 +49,8 @@ impl Default for Settings {
 pub struct Caches {
     pub experiments: Vec<Store<ConcurrencyExperiment>>,
     pub deployments: Vec<Store<Deployment>>,
+    /// HorizontalPodAutoscalers per scope: the target's, and the candidate's copy.
+    pub autoscalers: Vec<Store<HorizontalPodAutoscaler>>,
     pub indexes: Vec<Arc<ExperimentIndex>>,
 }
 
@@ -62,6 +65,31 @@ impl Caches {
     }
 
     /// The experiments in `namespace` whose target is `deployment` (from the index).
+    /// The HPA named `name`, if cached.
+    pub fn autoscaler(&self, namespace: &str, name: &str) -> Option<HorizontalPodAutoscaler> {
+        let key = ObjectRef::new(name).within(namespace);
+        self.autoscalers
+            .iter()
+            .find_map(|s| s.get(&key))
+            .map(|h| h.as_ref().clone())
+    }
+
+    /// The HPA that scales Deployment `deployment`. A scan of the scope's HPAs — a few per
+    /// namespace at most, and no API call — rather than another index to keep.
+    pub fn autoscaler_of(
+        &self,
+        namespace: &str,
+        deployment: &str,
+    ) -> Option<HorizontalPodAutoscaler> {
+        let all: Vec<_> = self
+            .autoscalers
+            .iter()
+            .flat_map(|s| s.state())
+            .filter(|h| h.namespace().as_deref() == Some(namespace))
+            .collect();
+        crate::workload::target_autoscaler(all.iter().map(|h| h.as_ref()), deployment).cloned()
+    }
+
     pub fn targeting(&self, namespace: &str, deployment: &str) -> Vec<Arc<ConcurrencyExperiment>> {
         self.indexes
             .iter()

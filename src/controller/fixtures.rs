@@ -6,6 +6,7 @@ use std::sync::{Arc, Mutex};
 
 use http::{Request, Response, StatusCode};
 use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::autoscaling::v2::HorizontalPodAutoscaler;
 use kube::client::Body;
 use kube::runtime::controller::Action as Requeue;
 use kube::runtime::reflector;
@@ -289,10 +290,20 @@ impl FakeApi {
             }
         }
         dwriter.apply_watcher_event(&watcher::Event::InitDone);
+        let (autoscalers, mut hwriter) = reflector::store::<HorizontalPodAutoscaler>();
+        hwriter.apply_watcher_event(&watcher::Event::Init);
+        for (path, obj) in self.objects.lock().unwrap().iter() {
+            if path.contains("/horizontalpodautoscalers/") {
+                let h: HorizontalPodAutoscaler = serde_json::from_value(obj.clone()).unwrap();
+                hwriter.apply_watcher_event(&watcher::Event::InitApply(h));
+            }
+        }
+        hwriter.apply_watcher_event(&watcher::Event::InitDone);
         let client = Client::new(service, NS);
         let caches = Caches {
             experiments: vec![store],
             deployments: vec![deployments],
+            autoscalers: vec![autoscalers],
             indexes: vec![index],
         };
         let ctx = Context::new(client, self.metrics.clone(), Settings::default(), caches);

@@ -5,6 +5,8 @@
 //! `concurrencyexperiments/status` patch; `deployments` get/list/watch/create/patch/delete
 //! (a server-side apply that creates is also authorized as `create`); `pods` list (only a
 //! not-ready candidate's, to explain it); `replicasets` list,
+//! `horizontalpodautoscalers` get/list/watch/create/patch/delete (the target's is only read;
+//! the candidate's copy is made at 100 %);
 //! `services` list/create/patch/delete and `gateway.networking.k8s.io` `httproutes`
 //! get/patch (gatewayAPI router only); `events.k8s.io` `events` create/patch; `coordination.k8s.io` `leases`
 //! (leader election, see `crate::leader`).
@@ -43,6 +45,7 @@ use std::time::Duration;
 
 use futures::{future, Future, StreamExt};
 use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::autoscaling::v2::HorizontalPodAutoscaler;
 use kube::runtime::controller::Error as ControllerError;
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::runtime::{reflector, watcher, Controller, WatchStreamExt};
@@ -118,7 +121,7 @@ async fn run_controllers(client: &Client, config: &RunConfig, lost: impl Future<
     };
     let indexes: Arc<Vec<Arc<ExperimentIndex>>> =
         Arc::new(scopes.iter().map(|_| Arc::default()).collect());
-    let (controllers, deployments): (Vec<_>, Vec<_>) = scopes
+    let (controllers, stores): (Vec<_>, Vec<_>) = scopes
         .iter()
         .zip(indexes.iter())
         .map(|(ns, index)| {
@@ -130,11 +133,13 @@ async fn run_controllers(client: &Client, config: &RunConfig, lost: impl Future<
             controller(client, ns.as_deref(), stop.clone(), watch)
         })
         .unzip();
+    let (deployments, autoscalers): (Vec<_>, Vec<_>) = stores.into_iter().unzip();
     let stores: Vec<Store<ConcurrencyExperiment>> =
         controllers.iter().map(Controller::store).collect();
     let caches = Caches {
         experiments: stores.clone(),
         deployments: deployments.clone(),
+        autoscalers: autoscalers.clone(),
         indexes: indexes.to_vec(),
     };
     let ctx = Arc::new(Context::new(
@@ -155,6 +160,12 @@ async fn run_controllers(client: &Client, config: &RunConfig, lost: impl Future<
         }
         // Reconciles read targets and candidates from these: not ready before they are full.
         for store in &deployments {
+            tokio::select! {
+                _ = ready_stop.cancelled() => return,
+                synced = synced(store) => if !synced { return },
+            }
+        }
+        for store in &autoscalers {
             tokio::select! {
                 _ = ready_stop.cancelled() => return,
                 synced = synced(store) => if !synced { return },
@@ -219,7 +230,8 @@ struct Watch {
     metrics: Metrics,
 }
 
-/// One scope's controller, and its cache of Deployments (targets and candidates alike).
+/// One scope's controller, and its caches of Deployments (targets and candidates alike) and
+/// HorizontalPodAutoscalers.
 ///
 /// One Deployment watch serves both roles: a candidate wakes the experiment that owns it, a
 /// target the experiments that name it (from the index, not a scan). Reconciles read both
@@ -229,8 +241,15 @@ fn controller(
     namespace: Option<&str>,
     stop: CancellationToken,
     watch: Watch,
-) -> (Controller<ConcurrencyExperiment>, Store<Deployment>) {
+) -> (
+    Controller<ConcurrencyExperiment>,
+    (Store<Deployment>, Store<HorizontalPodAutoscaler>),
+) {
     let api: Api<Deployment> = match namespace {
+        Some(ns) => Api::namespaced(client.clone(), ns),
+        None => Api::all(client.clone()),
+    };
+    let hpa_api: Api<HorizontalPodAutoscaler> = match namespace {
         Some(ns) => Api::namespaced(client.clone(), ns),
         None => Api::all(client.clone()),
     };
@@ -248,10 +267,20 @@ fn controller(
             .modify(slim),
     )
     .touched_objects();
+    let (autoscalers, hpa_writer) = reflector::store();
+    let scaled = reflector::reflector(
+        hpa_writer,
+        watcher(hpa_api, watcher::Config::default())
+            .default_backoff()
+            .modify(|h: &mut HorizontalPodAutoscaler| h.metadata.managed_fields = None),
+    )
+    .touched_objects();
+    let hpa_index = index.clone();
     let controller = Controller::for_stream(changed, store)
         .watches_stream(touched, move |d| waking(&index, &d))
+        .watches_stream(scaled, move |h| waking_autoscaler(&hpa_index, &h))
         .graceful_shutdown_on(async move { stop.cancelled().await });
-    (controller, deployments)
+    (controller, (deployments, autoscalers))
 }
 
 /// Fields no reconcile reads, dropped before caching: `managedFields` alone is often larger
@@ -275,6 +304,30 @@ fn waking(index: &ExperimentIndex, d: &Deployment) -> Vec<ObjectRef<ConcurrencyE
         .map(|o| o.name.clone());
     owner
         .chain(index.targeting(&ns, &d.name_any()))
+        .map(|name| ObjectRef::new(&name).within(&ns))
+        .collect()
+}
+
+/// The experiments an HPA event concerns: the owner of a candidate's copy, and those whose
+/// target it scales.
+fn waking_autoscaler(
+    index: &ExperimentIndex,
+    h: &HorizontalPodAutoscaler,
+) -> Vec<ObjectRef<ConcurrencyExperiment>> {
+    let ns = h.namespace().unwrap_or_default();
+    let owner = h
+        .owner_references()
+        .iter()
+        .filter(|o| o.controller == Some(true) && o.kind == "ConcurrencyExperiment")
+        .map(|o| o.name.clone());
+    let scaled = h
+        .spec
+        .as_ref()
+        .filter(|s| s.scale_target_ref.kind == "Deployment")
+        .map(|s| index.targeting(&ns, &s.scale_target_ref.name))
+        .unwrap_or_default();
+    owner
+        .chain(scaled)
         .map(|name| ObjectRef::new(&name).within(&ns))
         .collect()
 }

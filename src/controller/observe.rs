@@ -4,6 +4,7 @@
 //! abort/approve, spec errors and the effective weight are plain unit tests.
 
 use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet};
+use k8s_openapi::api::autoscaling::v2::HorizontalPodAutoscaler;
 use k8s_openapi::api::core::v1::{ConfigMap, ContainerStatus, Pod, Service};
 use kube::api::{ApiResource, DynamicObject, GroupVersionKind, ListParams};
 use kube::{Api, Resource, ResourceExt};
@@ -33,6 +34,10 @@ pub fn http_route_resource() -> ApiResource {
 pub struct Fetched {
     pub target: Option<Deployment>,
     pub candidate: Option<Deployment>,
+    /// The HorizontalPodAutoscaler that scales the target, if any (from the cache).
+    pub autoscaler: Option<HorizontalPodAutoscaler>,
+    /// The HPA by the candidate's name: this experiment's copy, or someone else's in its way.
+    pub candidate_autoscaler: Option<HorizontalPodAutoscaler>,
     /// gatewayAPI only: the HTTPRoute as JSON (k8s-openapi has no Gateway API types).
     pub route: Option<Value>,
     /// gatewayAPI only: the Service the route sends the target's traffic to.
@@ -83,6 +88,8 @@ pub async fn fetch(
     let on_target = caches.targeting(&ns, target_name);
     let target = caches.deployment(&ns, target_name);
     let candidate = caches.deployment(&ns, &workload::candidate_name(target_name));
+    let autoscaler = caches.autoscaler_of(&ns, target_name);
+    let candidate_autoscaler = caches.autoscaler(&ns, &workload::candidate_name(target_name));
     // The pods are listed only when the deadline has passed and their reason goes into the
     // decision: waiting experiments cost no list.
     let status = exp.status.clone().unwrap_or_default();
@@ -126,6 +133,8 @@ pub async fn fetch(
     Ok(Fetched {
         target,
         candidate,
+        autoscaler,
+        candidate_autoscaler,
         route,
         service,
         services: all_services,
@@ -410,6 +419,13 @@ pub fn not_ours(exp: &ConcurrencyExperiment, fetched: &Fetched) -> Vec<String> {
     if let Some(c) = fetched.candidate.as_ref().filter(|c| !owned_by(*c, exp)) {
         found.push(format!("Deployment {}", c.name_any()));
     }
+    // Only in the way once the copy is to be made: an HPA of the user's by that name that
+    // scales something else is none of the experiment's business before that.
+    if let (Some(h), Some(_)) = (&fetched.candidate_autoscaler, &fetched.autoscaler) {
+        if !owned_by(h, exp) {
+            found.push(format!("HorizontalPodAutoscaler {}", h.name_any()));
+        }
+    }
     if exp.spec.traffic.router == Router::GatewayApi {
         if let Some(service) = &fetched.service {
             for name in [
@@ -538,6 +554,18 @@ pub fn observations(
             .as_ref()
             .and_then(|d| workload::app_container(d, container).ok())
             .and_then(|c| super::analyse::cpu_limits(exp, c).1),
+        autoscaler: fetched.autoscaler.as_ref().map(|h| {
+            let (min_replicas, max_replicas) = workload::bounds(h);
+            plan::Autoscaler {
+                name: h.name_any(),
+                min_replicas,
+                max_replicas,
+            }
+        }),
+        candidate_autoscaled: fetched
+            .candidate_autoscaler
+            .as_ref()
+            .is_some_and(|h| owned_by(h, exp)),
         effective_weight: effective_weight(exp, fetched),
         analysis: None,
     }

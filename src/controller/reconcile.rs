@@ -91,6 +91,14 @@ async fn reconcile_inner(exp: &ConcurrencyExperiment, ctx: &Context) -> Result<R
             return Ok(Requeue::requeue(Duration::from_secs(1)));
         }
     }
+    // Likewise an HPA not listed yet would be split around as if there were none.
+    for store in &ctx.caches.autoscalers {
+        let ready = tokio::time::timeout(CACHE_WAIT, super::synced(store)).await;
+        if !matches!(ready, Ok(true)) {
+            tracing::info!(experiment = %key(exp), "HPA cache not synced yet; looking again soon");
+            return Ok(Requeue::requeue(Duration::from_secs(1)));
+        }
+    }
     let fetched = observe::fetch(&ctx.client, &ctx.caches, exp).await?;
     let now = jiff::Timestamp::now();
     let mut observations = observe::observations(exp, &fetched, now);

@@ -26,7 +26,7 @@ use crate::api::{
     AnalysisRecord, BuiltinMetric, CapacityGate, ConcurrencyExperimentSpec, InconclusiveAction,
     RenderedServer, Router, ServerKind, Verdict,
 };
-use crate::traffic::replica_split;
+use crate::traffic::{split, Sizing};
 
 /// Decision, hold and Event reason when the candidate could not carry the next stage.
 pub const INSUFFICIENT_CAPACITY: &str = "InsufficientCapacity";
@@ -178,8 +178,7 @@ pub fn evaluate(cx: &Ctx, index: usize, max: f64) -> CapacityGate {
     let spec = cx.spec;
     let next = index + 1;
     let weight = spec.stages.get(next).map_or(100, |s| s.weight);
-    let router = spec.traffic.router;
-    let split = replica_split(router, cx.original(), weight);
+    let split = cx.split(weight);
     let (share, pods) = (split.planned_effective_weight, split.candidate);
     let baseline = cx
         .obs
@@ -430,10 +429,14 @@ fn lower_first(s: &str) -> String {
 }
 
 /// Per stage, the candidate's share the router really gives.
-pub fn planned_effective_weights(spec: &ConcurrencyExperimentSpec, original: i32) -> Vec<i32> {
+pub fn planned_effective_weights(
+    spec: &ConcurrencyExperimentSpec,
+    original: i32,
+    sizing: Sizing,
+) -> Vec<i32> {
     spec.stages
         .iter()
-        .map(|s| replica_split(spec.traffic.router, original, s.weight).planned_effective_weight)
+        .map(|s| split(spec.traffic.router, original, s.weight, sizing).planned_effective_weight)
         .collect()
 }
 
@@ -444,11 +447,15 @@ pub const COARSE_SPLIT_POINTS: i32 = 5;
 /// The `CoarseSplit` message when the replicas router cannot give the planned weights (one
 /// stage off by more than `COARSE_SPLIT_POINTS`); `status.plannedEffectiveWeights` always
 /// shows the real shares.
-pub fn coarse_split(spec: &ConcurrencyExperimentSpec, original: i32) -> Option<String> {
+pub fn coarse_split(
+    spec: &ConcurrencyExperimentSpec,
+    original: i32,
+    sizing: Sizing,
+) -> Option<String> {
     if spec.traffic.router != Router::Replicas {
         return None;
     }
-    let effective = planned_effective_weights(spec, original);
+    let effective = planned_effective_weights(spec, original, sizing);
     let planned: Vec<i32> = spec.stages.iter().map(|s| s.weight).collect();
     let coarse = effective
         .iter()

@@ -10,6 +10,7 @@ use crate::api::{Phase, Router};
 /// size; once it is rolled out, restore the route (gatewayAPI), then remove the candidate.
 pub fn promote(cx: &mut Ctx) {
     cx.update_variants();
+    cover_candidate_autoscaler(cx);
     let Some(target) = &cx.obs.target else {
         return;
     };
@@ -57,6 +58,7 @@ pub fn promote(cx: &mut Ctx) {
 /// to restore, so the candidate is removed at once.
 pub fn roll_back(cx: &mut Ctx) {
     cx.update_variants();
+    cover_candidate_autoscaler(cx);
     let gateway = cx.spec.traffic.router == Router::GatewayApi;
     let route_restored = !gateway || cx.obs.effective_weight == 0;
     if !route_restored {
@@ -95,6 +97,18 @@ pub fn roll_back(cx: &mut Ctx) {
         .to_string();
     cx.status.message = Some(msg.clone());
     cx.event(EventType::Warning, "RolledBack", msg);
+}
+
+/// The candidate's HPA copy sized it for the load at 100 %: the target comes back at least
+/// that big (only ever raised, so the copy still scaling meanwhile cannot make it churn), and
+/// its own HPA takes over from there.
+fn cover_candidate_autoscaler(cx: &mut Ctx) {
+    let (true, Some(c)) = (cx.obs.candidate_autoscaled, &cx.obs.candidate) else {
+        return;
+    };
+    if let Some(o) = cx.status.original.as_mut() {
+        o.replicas = o.replicas.max(c.replicas);
+    }
 }
 
 /// The experiment is being deleted: restore the baseline like a rollback, then release the

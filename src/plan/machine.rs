@@ -13,6 +13,7 @@ use crate::api::{
     ConcurrencyExperimentSpec, ConcurrencyExperimentStatus, Decision, DecisionAction,
     OriginalState, Phase, RenderedServer, TargetScale, VariantStatus,
 };
+use crate::traffic::{self, ReplicaSplit, Sizing};
 use crate::workload::TemplateFingerprint;
 
 /// One reconcile: what to do and the status to write. Pure, level-triggered and idempotent:
@@ -148,6 +149,14 @@ fn follow_target_scale(cx: &mut Ctx) {
     }
     let before = std::mem::replace(&mut original.replicas, now);
     cx.status.target_scale = Some(TargetScale { from: now, to: now });
+    if let Some(hpa) = &cx.obs.autoscaler {
+        let msg = format!(
+            "HorizontalPodAutoscaler {} scaled Deployment {} from {before} to {now} replicas: \
+             the split follows it (the candidate's pods come on top of the target's).",
+            hpa.name, cx.spec.target_ref.name
+        );
+        return cx.event(EventType::Normal, "TargetScaled", msg);
+    }
     let msg = format!(
         "Deployment {} was scaled to {now} replicas by someone else (it had {before} before the \
          experiment): {now} is its size from now on — the split follows it, and a rollback or \
@@ -226,7 +235,7 @@ fn pending(cx: &mut Ctx, t: &Timing) {
     cx.update_variants();
     cx.enter_stage(0);
     // Told once, at the start: what the router can really give, and a gate that is off.
-    if let Some(msg) = capacity::coarse_split(cx.spec, cx.original()) {
+    if let Some(msg) = capacity::coarse_split(cx.spec, cx.original(), cx.sizing()) {
         cx.event(EventType::Normal, "CoarseSplit", msg);
     }
     if let Some(why) = capacity::off_reason(cx.spec, t).filter(|_| cx.spec.stages.len() > 1) {
@@ -366,6 +375,26 @@ impl<'a> Ctx<'a> {
             (None, Some(t)) => t.deployment.replicas,
             (None, None) => 0,
         }
+    }
+
+    /// Who sizes the target: an HPA on it, or this experiment.
+    pub fn sizing(&self) -> Sizing {
+        match &self.obs.autoscaler {
+            Some(a) => Sizing::Autoscaled {
+                max: a.max_replicas,
+            },
+            None => Sizing::Fixed,
+        }
+    }
+
+    /// The pods a stage of `weight` percent gives each variant, and the share that makes.
+    pub fn split(&self, weight: i32) -> ReplicaSplit {
+        traffic::split(
+            self.spec.traffic.router,
+            self.original(),
+            weight,
+            self.sizing(),
+        )
     }
 
     /// Starts stage `index`: its clock starts once the split is in force.

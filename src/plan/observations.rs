@@ -49,6 +49,12 @@ pub struct Observations {
     /// The CPU limit of the candidate's app container, cores (`spec.candidate.resources`, else
     /// the target's): it caps the candidate's capacity in the capacity gate.
     pub candidate_cpu_limit: Option<f64>,
+    /// The HorizontalPodAutoscaler that scales the target, if any: it sizes the target, and the
+    /// split works around it (`traffic::Sizing::Autoscaled`) instead of fighting it.
+    pub autoscaler: Option<Autoscaler>,
+    /// The candidate's copy of that autoscaler exists (made at 100 %, when the target is at 0
+    /// and its own HPA stops): the candidate's replicas are then the copy's to set.
+    pub candidate_autoscaled: bool,
     /// The split currently applied by the router, percent of traffic to the candidate.
     /// For `replicas` this is derived from ready pods; for `gatewayAPI` it is the route weight.
     pub effective_weight: i32,
@@ -68,6 +74,16 @@ pub struct TargetState {
     pub runs_candidate_config: bool,
     /// `workload::TemplateFingerprint` of the pod template, as text.
     pub template_hash: String,
+}
+
+/// A HorizontalPodAutoscaler whose `scaleTargetRef` is the target.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Autoscaler {
+    pub name: String,
+    /// `spec.minReplicas` (default 1).
+    pub min_replicas: i32,
+    /// `spec.maxReplicas`.
+    pub max_replicas: i32,
 }
 
 #[derive(Clone, Debug, PartialEq, Default)]
@@ -105,13 +121,16 @@ pub enum Action {
     EnsureCandidate { replicas: i32 },
     /// Set the target Deployment's `spec.replicas`.
     ScaleTarget { replicas: i32 },
+    /// Create or update the candidate's copy of the target's HorizontalPodAutoscaler (same
+    /// metrics, bounds and behavior, `scaleTargetRef` the candidate Deployment).
+    EnsureCandidateAutoscaler,
     /// `gatewayAPI`: ensure the baseline/candidate Services and set the HTTPRoute weights.
     SetRouteWeights { candidate_weight: i32 },
     /// `gatewayAPI`: put the HTTPRoute's original backendRefs back.
     RestoreRoute,
     /// Write the candidate server config into the target's pod template.
     PromoteTarget,
-    /// Delete the candidate Deployment and the Services the operator made.
+    /// Delete the candidate Deployment, its autoscaler copy and the Services the operator made.
     RemoveCandidate,
     /// Remove the `concurrency.dev/approve` annotation from the experiment: it was acted on.
     ClearApproval,

@@ -13,7 +13,6 @@ use super::validate::Timing;
 use crate::api::{
     ConcurrencyExperimentStatus, Phase, Promotion, RenderedServer, Router, ANNOTATION_APPROVE,
 };
-use crate::traffic::replica_split;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
 pub const AWAITING_APPROVAL: &str = "AwaitingApproval";
@@ -39,7 +38,7 @@ pub fn run(cx: &mut Ctx, t: &Timing) {
     lift_inconclusive_hold(cx);
     lift_capacity_hold(cx, t, index);
     cx.status.planned_effective_weights =
-        capacity::planned_effective_weights(cx.spec, cx.original());
+        capacity::planned_effective_weights(cx.spec, cx.original(), cx.sizing());
     if cx.status.hold_reason.as_deref() == Some(AWAITING_APPROVAL) && !cx.spec.paused {
         if let Some(by) = approve_promotion(cx) {
             let msg = format!("Approved by {by}: promoting the candidate into the target.");
@@ -171,7 +170,7 @@ fn deadline_missed(cx: &mut Ctx, t: &Timing, in_force: bool, resumed: bool) -> b
 fn deadline_message(cx: &Ctx, index: usize) -> String {
     let stage = cx.status.stage.clone().unwrap_or_default();
     let weight = cx.spec.stages.get(index).map_or(100, |s| s.weight);
-    let split = replica_split(cx.spec.traffic.router, cx.original(), weight);
+    let split = cx.split(weight);
     let c = cx.obs.candidate.as_ref().map_or(0, |c| c.ready_replicas);
     let t = cx.obs.target.as_ref().map(|t| &t.deployment);
     let (b, b_replicas) = t.map_or((0, 0), |t| (t.ready_replicas, t.replicas));
@@ -270,9 +269,14 @@ fn apply_split(cx: &mut Ctx, index: usize) -> bool {
     };
     let weight = cx.spec.stages.get(index).map_or(100, |s| s.weight);
     let router = cx.spec.traffic.router;
-    let split = replica_split(router, cx.original(), weight);
+    let mut split = cx.split(weight);
     let candidate = cx.obs.candidate.as_ref();
     let current = target.deployment.replicas;
+    // At 100 % with its own copy of the target's HPA, the candidate's size is the copy's.
+    let autoscaled = weight == 100 && cx.obs.candidate_autoscaled;
+    if let (true, Some(c)) = (autoscaled, candidate) {
+        split.candidate = c.replicas.max(1);
+    }
     let effective = cx.obs.effective_weight;
     // A candidate shrinks (a restart at stage 1, weights lowered in the spec) only once its
     // traffic is back on the baseline: the target ready at its share, or the route shifted.
@@ -296,13 +300,26 @@ fn apply_split(cx: &mut Ctx, index: usize) -> bool {
     let candidate_ready = ready >= split.candidate;
     // The baseline covers what the candidate does not serve (yet, or any more, when its pods
     // fail after the split was in force), so the service never runs below its original size.
+    // (With the candidate's HPA copy, what it covers is the smaller of the copy's size and the
+    // size the stage started from: the copy scaling up is not a loss to cover.)
+    let floor = if autoscaled {
+        split.candidate.min(cx.original())
+    } else {
+        cx.original()
+    };
     let wanted = match router {
-        Router::Replicas => split.baseline.max(cx.original() - ready),
+        Router::Replicas => split.baseline.max(floor - ready),
         Router::GatewayApi => split.baseline,
     };
     // Growing the baseline is always safe; shrinking it waits for the candidate.
     if current < wanted || (current > wanted && candidate_ready) {
         cx.actions.push(Action::ScaleTarget { replicas: wanted });
+    }
+    // The target's HPA stops once the target is at 0: from then on the candidate, serving
+    // everything, follows the load with a copy of it.
+    let hpa_stopped = router == Router::Replicas && current == 0 && wanted == 0;
+    if weight == 100 && hpa_stopped && cx.obs.autoscaler.is_some() && !cx.obs.candidate_autoscaled {
+        cx.actions.push(Action::EnsureCandidateAutoscaler);
     }
     // In force means every candidate pod runs the spec's config at the stage's size, so
     // the stage clock and the analyses never measure pods of an older template.
@@ -428,7 +445,7 @@ fn describe(cx: &mut Ctx, t: &Timing, in_force: bool, pause: Option<String>, wai
     let msg = if !in_force || cx.status.stage_started_at.is_none() {
         cx.wait(POLL);
         let c = cx.obs.candidate.clone().unwrap_or_default();
-        let wanted = replica_split(cx.spec.traffic.router, cx.original(), planned).candidate;
+        let wanted = cx.split(planned).candidate;
         format!(
             "Stage {stage}: shifting to {planned}% ({} of {wanted} candidate pods ready, {effective}% \
              of traffic now).",

@@ -21,6 +21,26 @@ pub struct ReplicaSplit {
 /// `gatewayAPI` router: the route weight is exact, so the baseline keeps all its pods and the
 /// candidate gets enough for its share (at least one).
 pub fn replica_split(router: Router, original: i32, weight: i32) -> ReplicaSplit {
+    split(router, original, weight, Sizing::Fixed)
+}
+
+/// Who sizes the target while the experiment runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Sizing {
+    /// The operator: the split moves pods from the target to the candidate.
+    Fixed,
+    /// A HorizontalPodAutoscaler (`max`: its `maxReplicas`). The candidate's pods carry the
+    /// target's labels, so the HPA counts them in its utilization and keeps the target sized for
+    /// the whole load: scaling the target down would only be undone (a tug of war). Below 100 %
+    /// the `replicas` router therefore leaves the target to the HPA and adds the candidate's
+    /// share on top — `original × w / (100 − w)` pods, at most `max` — more pods for the
+    /// experiment, never fewer than the load needs. At 100 % the target goes to 0 (an HPA does
+    /// not scale a Deployment at 0) and the candidate gets a copy of the HPA.
+    Autoscaled { max: i32 },
+}
+
+/// [`replica_split`] with the target's [`Sizing`].
+pub fn split(router: Router, original: i32, weight: i32, sizing: Sizing) -> ReplicaSplit {
     let original = original.max(1);
     let weight = weight.clamp(0, 100);
     let wanted = |share: i32| ((original as i64 * share as i64 + 50) / 100) as i32;
@@ -31,6 +51,16 @@ pub fn replica_split(router: Router, original: i32, weight: i32) -> ReplicaSplit
                     baseline: 0,
                     candidate: original,
                     planned_effective_weight: 100,
+                };
+            }
+            if let Sizing::Autoscaled { max } = sizing {
+                let on_top = (original as i64 * weight as i64 + (100 - weight) as i64 / 2)
+                    / (100 - weight) as i64;
+                let candidate = on_top.clamp(1, max.max(1) as i64) as i32;
+                return ReplicaSplit {
+                    baseline: original,
+                    candidate,
+                    planned_effective_weight: percent(candidate, original + candidate),
                 };
             }
             let total = original.max(2);
@@ -122,6 +152,27 @@ mod tests {
                     "{original} {weight}"
                 );
             }
+        }
+    }
+
+    #[test]
+    fn an_autoscaled_target_keeps_its_pods_and_the_candidate_comes_on_top() {
+        let s = |w| split(Router::Replicas, 3, w, Sizing::Autoscaled { max: 10 });
+        let got: Vec<_> = [30, 50, 70, 100]
+            .iter()
+            .map(|&w| (s(w).baseline, s(w).candidate, s(w).planned_effective_weight))
+            .collect();
+        assert_eq!(got, [(3, 1, 25), (3, 3, 50), (3, 7, 70), (0, 3, 100)]);
+        // Capped at the HPA's maxReplicas: the share is what the pods give, said as such.
+        let capped = split(Router::Replicas, 4, 90, Sizing::Autoscaled { max: 10 });
+        assert_eq!((capped.baseline, capped.candidate), (4, 10));
+        assert_eq!(capped.planned_effective_weight, 71);
+        // The gateway router never scales the target: the same as without an HPA.
+        for w in [10, 50, 100] {
+            assert_eq!(
+                split(Router::GatewayApi, 5, w, Sizing::Autoscaled { max: 8 }),
+                replica_split(Router::GatewayApi, 5, w)
+            );
         }
     }
 

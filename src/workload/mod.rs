@@ -2,6 +2,7 @@
 //! baseline read back from the target, and the template promotion writes. Pure functions on
 //! k8s-openapi types; the controller does the I/O.
 
+mod autoscaler;
 mod baseline;
 mod command;
 mod deployment;
@@ -11,6 +12,7 @@ mod fingerprint;
 mod names;
 mod render;
 
+pub use autoscaler::*;
 pub use baseline::*;
 pub use deployment::*;
 pub use env::*;

@@ -2,6 +2,7 @@
 //! the actions, and a driver that steps the machine through time.
 
 mod approval;
+mod autoscaler;
 mod baseline;
 mod capacity;
 mod deadline;
@@ -122,6 +123,14 @@ pub struct World {
     pub not_ours: Vec<String>,
     /// `Observations::candidate_cpu_limit`.
     pub candidate_cpu_limit: Option<f64>,
+    /// An HPA on the target. On `settle` it does what a real one does to a Deployment whose
+    /// pods it counts together with the candidate's: sizes a target above 0 for the whole
+    /// `demand`, within its bounds — and so undoes any scale-down a split would make.
+    pub autoscaler: Option<Autoscaler>,
+    /// Pods the load needs, as an HPA computes it.
+    pub demand: i32,
+    /// The candidate's HPA copy exists; on `settle` it sizes the candidate for `demand`.
+    pub candidate_autoscaled: bool,
 }
 
 impl World {
@@ -157,6 +166,23 @@ impl World {
             spec_error: None,
             not_ours: Vec::new(),
             candidate_cpu_limit: None,
+            autoscaler: None,
+            demand: replicas,
+            candidate_autoscaled: false,
+        }
+    }
+
+    /// What the HPAs do between two reconciles.
+    pub fn autoscale(&mut self) {
+        let Some(a) = &self.autoscaler else {
+            return;
+        };
+        let want = self.demand.clamp(a.min_replicas, a.max_replicas);
+        if let Some(t) = self.target.as_mut().filter(|t| t.deployment.replicas > 0) {
+            t.deployment.replicas = want;
+        }
+        if let (true, Some(c)) = (self.candidate_autoscaled, self.candidate.as_mut()) {
+            c.replicas = want;
         }
     }
 
@@ -190,7 +216,11 @@ impl World {
                         t.deployment.rolled_out = false;
                     }
                 }
-                Action::RemoveCandidate => self.candidate = None,
+                Action::EnsureCandidateAutoscaler => self.candidate_autoscaled = true,
+                Action::RemoveCandidate => {
+                    self.candidate = None;
+                    self.candidate_autoscaled = false;
+                }
                 Action::ClearApproval => self.approve_annotation = false,
                 Action::ClearRetry => self.retry_annotation = false,
                 Action::Event { .. } => {}
@@ -198,8 +228,9 @@ impl World {
         }
     }
 
-    /// All pods become ready and rollouts complete.
+    /// The HPAs act, then all pods become ready and rollouts complete.
     pub fn settle(&mut self) {
+        self.autoscale();
         if let Some(t) = &mut self.target {
             t.deployment.ready_replicas = t.deployment.replicas;
             t.deployment.rolled_out = true;
@@ -241,6 +272,8 @@ impl World {
             candidate_problem: self.candidate_problem.clone(),
             not_ours: self.not_ours.clone(),
             candidate_cpu_limit: self.candidate_cpu_limit,
+            autoscaler: self.autoscaler.clone(),
+            candidate_autoscaled: self.candidate_autoscaled && self.candidate.is_some(),
             effective_weight: self.effective_weight(),
             analysis: None,
         }
