@@ -13,11 +13,9 @@ use std::sync::Arc;
 
 use super::context::Caches;
 use super::error::{is_not_found, Error, Result};
-use crate::api::{
-    ConcurrencyExperiment, Router, ANNOTATION_ABORT, ANNOTATION_APPROVE, ANNOTATION_RETRY,
-};
+use crate::api::{ConcurrencyExperiment, ANNOTATION_ABORT, ANNOTATION_APPROVE, ANNOTATION_RETRY};
 use crate::plan::{self, Observations, TargetState};
-use crate::traffic::{self, percent};
+use crate::traffic;
 use crate::workload;
 
 /// The Gateway API HTTPRoute, read as a dynamic object (no typed crate needed).
@@ -94,7 +92,7 @@ pub async fn fetch(
     };
     let (mut route, mut service, mut baseline_hash, mut service_error) = (None, None, None, None);
     let mut all_services = Vec::new();
-    if exp.spec.traffic.router == Router::GatewayApi {
+    if exp.spec.traffic.router.uses_route() {
         if let Some(name) = &exp.spec.traffic.http_route {
             let routes: Api<DynamicObject> =
                 Api::namespaced_with(client.clone(), &ns, &http_route_resource());
@@ -410,7 +408,7 @@ pub fn not_ours(exp: &ConcurrencyExperiment, fetched: &Fetched) -> Vec<String> {
     if let Some(c) = fetched.candidate.as_ref().filter(|c| !owned_by(*c, exp)) {
         found.push(format!("Deployment {}", c.name_any()));
     }
-    if exp.spec.traffic.router == Router::GatewayApi {
+    if exp.spec.traffic.router.uses_route() {
         if let Some(service) = &fetched.service {
             for name in [
                 workload::baseline_service_name(&service.name_any()),
@@ -458,7 +456,7 @@ pub fn spec_error(exp: &ConcurrencyExperiment, fetched: &Fetched) -> Option<Stri
     {
         return Some(e.to_string());
     }
-    if exp.spec.traffic.router == Router::GatewayApi {
+    if exp.spec.traffic.router.uses_route() {
         if fetched.route.is_none() {
             let name = exp.spec.traffic.http_route.as_deref().unwrap_or_default();
             return Some(format!(
@@ -472,24 +470,44 @@ pub fn spec_error(exp: &ConcurrencyExperiment, fetched: &Fetched) -> Option<Stri
     None
 }
 
-/// The traffic share the candidate really gets now.
+/// The traffic share the candidate really gets now, as the router sees it.
 pub fn effective_weight(exp: &ConcurrencyExperiment, fetched: &Fetched) -> i32 {
-    match exp.spec.traffic.router {
-        Router::Replicas => {
-            let ready = |d: Option<&Deployment>| {
-                d.map(|d| workload::rollout_state(d).ready_replicas)
-                    .unwrap_or(0)
-            };
-            let candidate = ready(our_candidate(exp, fetched));
-            percent(candidate, ready(fetched.target.as_ref()) + candidate)
+    let ready = |d: Option<&Deployment>| {
+        d.map(|d| workload::rollout_state(d).ready_replicas)
+            .unwrap_or(0)
+    };
+    let route_weight = match (&fetched.route, variant_service_names(exp, fetched)) {
+        (Some(route), Some((baseline, candidate))) => {
+            traffic::route_weight(route, &baseline, &candidate)
         }
-        Router::GatewayApi => match (&fetched.route, variant_service_names(exp, fetched)) {
-            (Some(route), Some((baseline, candidate))) => {
-                traffic::route_weight(route, &baseline, &candidate).unwrap_or(0)
-            }
-            _ => 0,
-        },
+        _ => None,
+    };
+    exp.spec.traffic.router.effective_weight(
+        ready(our_candidate(exp, fetched)),
+        ready(fetched.target.as_ref()),
+        route_weight,
+    )
+}
+
+/// The route's backendRefs while it is still the user's (no rule split between the variant
+/// Services of its Service), for the machine to record as the original; `None` without a
+/// route or once split.
+pub fn original_route_refs(fetched: &Fetched) -> Option<String> {
+    let (route, service) = (fetched.route.as_ref()?, fetched.service.as_ref()?);
+    // A route the operator already split is not the original; never report that.
+    let service = service.name_any();
+    let split = traffic::route_weight(
+        route,
+        &workload::baseline_service_name(&service),
+        &workload::candidate_service_name(&service),
+    )
+    .is_some();
+    if split {
+        return None;
     }
+    traffic::route_backend_refs(route)
+        .ok()
+        .map(|refs| refs.to_string())
 }
 
 /// The fingerprint of the Deployment's pod template, as `status.original.templateHash` keeps it.
@@ -539,6 +557,7 @@ pub fn observations(
             .and_then(|d| workload::app_container(d, container).ok())
             .and_then(|c| super::analyse::cpu_limits(exp, c).1),
         effective_weight: effective_weight(exp, fetched),
+        route_backend_refs: original_route_refs(fetched),
         analysis: None,
     }
 }

@@ -2,7 +2,7 @@
 //! next stage from what the current stage measured, and refuse a step it could not carry.
 //!
 //! Load per candidate pod there = total rate × the next stage's share / its candidate pods,
-//! with the share and pods the router will really give (`traffic::replica_split`: one replica
+//! with the share and pods the router will really give (`traffic::Router::split`: one replica
 //! gives 50% on one pod, whatever the plan says). Capacity per pod from the candidate's
 //! measured CPU and I/O seconds per request and its config (`analysis::capacity`), capped by
 //! its CPU limit. Every analysis of the current stage with the split in force, enough
@@ -24,9 +24,8 @@ use super::validate::Timing;
 use crate::analysis::{candidate_config, predict, PerRequest, Prediction, Unit};
 use crate::api::{
     AnalysisRecord, BuiltinMetric, CapacityGate, ConcurrencyExperimentSpec, InconclusiveAction,
-    RenderedServer, Router, ServerKind, Verdict,
+    RenderedServer, ServerKind, Verdict,
 };
-use crate::traffic::replica_split;
 
 /// Decision, hold and Event reason when the candidate could not carry the next stage.
 pub const INSUFFICIENT_CAPACITY: &str = "InsufficientCapacity";
@@ -179,7 +178,7 @@ pub fn evaluate(cx: &Ctx, index: usize, max: f64) -> CapacityGate {
     let next = index + 1;
     let weight = spec.stages.get(next).map_or(100, |s| s.weight);
     let router = spec.traffic.router;
-    let split = replica_split(router, cx.original(), weight);
+    let split = router.split(cx.original(), weight);
     let (share, pods) = (split.planned_effective_weight, split.candidate);
     let baseline = cx
         .obs
@@ -433,7 +432,12 @@ fn lower_first(s: &str) -> String {
 pub fn planned_effective_weights(spec: &ConcurrencyExperimentSpec, original: i32) -> Vec<i32> {
     spec.stages
         .iter()
-        .map(|s| replica_split(spec.traffic.router, original, s.weight).planned_effective_weight)
+        .map(|s| {
+            spec.traffic
+                .router
+                .split(original, s.weight)
+                .planned_effective_weight
+        })
         .collect()
 }
 
@@ -445,7 +449,7 @@ pub const COARSE_SPLIT_POINTS: i32 = 5;
 /// stage off by more than `COARSE_SPLIT_POINTS`); `status.plannedEffectiveWeights` always
 /// shows the real shares.
 pub fn coarse_split(spec: &ConcurrencyExperimentSpec, original: i32) -> Option<String> {
-    if spec.traffic.router != Router::Replicas {
+    if !spec.traffic.router.splits_by_pods() {
         return None;
     }
     let effective = planned_effective_weights(spec, original);

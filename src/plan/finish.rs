@@ -4,7 +4,7 @@
 use super::machine::Ctx;
 use super::observations::{Action, EventType};
 use super::timing::POLL;
-use crate::api::{Phase, Router};
+use crate::api::Phase;
 
 /// Promoting: write the candidate config into the target and scale it back to its original
 /// size; once it is rolled out, restore the route (gatewayAPI), then remove the candidate.
@@ -14,7 +14,7 @@ pub fn promote(cx: &mut Ctx) {
         return;
     };
     let original = cx.original();
-    let gateway = cx.spec.traffic.router == Router::GatewayApi;
+    let router = cx.spec.traffic.router;
     let t = &target.deployment;
     if !target.runs_candidate_config {
         cx.actions.push(Action::PromoteTarget);
@@ -30,7 +30,7 @@ pub fn promote(cx: &mut Ctx) {
         ));
         return cx.wait(POLL);
     }
-    if gateway && cx.obs.effective_weight != 0 {
+    if router.needs_restore(cx.obs.effective_weight) {
         cx.actions.push(Action::RestoreRoute);
         cx.status.message =
             Some("Promoting: the target runs the candidate config; restoring the route.".into());
@@ -57,8 +57,11 @@ pub fn promote(cx: &mut Ctx) {
 /// to restore, so the candidate is removed at once.
 pub fn roll_back(cx: &mut Ctx) {
     cx.update_variants();
-    let gateway = cx.spec.traffic.router == Router::GatewayApi;
-    let route_restored = !gateway || cx.obs.effective_weight == 0;
+    let route_restored = !cx
+        .spec
+        .traffic
+        .router
+        .needs_restore(cx.obs.effective_weight);
     if !route_restored {
         cx.actions.push(Action::RestoreRoute);
     }

@@ -28,7 +28,21 @@ pub fn step(
     run(&mut cx);
     approval::settle(&mut cx);
     retry::settle(&mut cx);
+    remember_route(&mut cx);
     cx.finish()
+}
+
+/// The route's backendRefs as they were before the experiment touched them, kept once (with
+/// the first status that has `original`) so a rollback or deletion can put them back exactly.
+/// The shell reports them only while the route is not split: a split route is never recorded.
+fn remember_route(cx: &mut Ctx) {
+    let (Some(original), Some(refs)) = (cx.status.original.as_mut(), &cx.obs.route_backend_refs)
+    else {
+        return;
+    };
+    if original.route_backend_refs.is_none() {
+        original.route_backend_refs = Some(refs.clone());
+    }
 }
 
 fn run(cx: &mut Ctx) {

@@ -18,8 +18,11 @@
 //! 4. Requeue after `Step::requeue_after` (`None` once finished); remove the finalizer when
 //!    `Step::release_finalizer`.
 //!
-//! For `gatewayAPI` the shell fills `status.original.routeBackendRefs` before its first
-//! `SetRouteWeights`; the machine only carries it along.
+//! For `gatewayAPI` the shell reports the route's backendRefs while the route is not split
+//! (`Observations::route_backend_refs`); the machine records them in
+//! `status.original.routeBackendRefs` with the first status that has `original`, before its
+//! first `SetRouteWeights`. Everything that depends on the router is asked of
+//! `traffic::Router`.
 //!
 //! Choices: abort is ignored once Promoting (the target may already carry the candidate
 //! config; there is no action to revert a template). Deleting mid-flight rolls back (decision

@@ -11,9 +11,9 @@ use super::observations::{Action, EventType};
 use super::timing::{self, POLL};
 use super::validate::Timing;
 use crate::api::{
-    ConcurrencyExperimentStatus, Phase, Promotion, RenderedServer, Router, ANNOTATION_APPROVE,
+    ConcurrencyExperimentStatus, Phase, Promotion, RenderedServer, ANNOTATION_APPROVE,
 };
-use crate::traffic::replica_split;
+use crate::traffic::Live;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
 pub const AWAITING_APPROVAL: &str = "AwaitingApproval";
@@ -171,7 +171,7 @@ fn deadline_missed(cx: &mut Ctx, t: &Timing, in_force: bool, resumed: bool) -> b
 fn deadline_message(cx: &Ctx, index: usize) -> String {
     let stage = cx.status.stage.clone().unwrap_or_default();
     let weight = cx.spec.stages.get(index).map_or(100, |s| s.weight);
-    let split = replica_split(cx.spec.traffic.router, cx.original(), weight);
+    let split = cx.spec.traffic.router.split(cx.original(), weight);
     let c = cx.obs.candidate.as_ref().map_or(0, |c| c.ready_replicas);
     let t = cx.obs.target.as_ref().map(|t| &t.deployment);
     let (b, b_replicas) = t.map_or((0, 0), |t| (t.ready_replicas, t.replicas));
@@ -270,18 +270,21 @@ fn apply_split(cx: &mut Ctx, index: usize) -> bool {
     };
     let weight = cx.spec.stages.get(index).map_or(100, |s| s.weight);
     let router = cx.spec.traffic.router;
-    let split = replica_split(router, cx.original(), weight);
+    let split = router.split(cx.original(), weight);
     let candidate = cx.obs.candidate.as_ref();
     let current = target.deployment.replicas;
-    let effective = cx.obs.effective_weight;
+    let ready = candidate.map_or(0, |c| c.ready_replicas);
+    let live = Live {
+        weight,
+        original: cx.original(),
+        baseline_replicas: current,
+        baseline_ready: target.deployment.ready_replicas,
+        candidate_ready: ready,
+        effective_weight: cx.obs.effective_weight,
+    };
     // A candidate shrinks (a restart at stage 1, weights lowered in the spec) only once its
     // traffic is back on the baseline: the target ready at its share, or the route shifted.
-    let traffic_back = match router {
-        Router::Replicas => {
-            current >= split.baseline && target.deployment.ready_replicas >= split.baseline
-        }
-        Router::GatewayApi => effective == weight,
-    };
+    let traffic_back = router.traffic_back(&split, &live);
     let wanted_candidate = match candidate {
         Some(c) if c.replicas > split.candidate && !traffic_back => c.replicas,
         _ => split.candidate,
@@ -292,14 +295,8 @@ fn apply_split(cx: &mut Ctx, index: usize) -> bool {
             replicas: wanted_candidate,
         });
     }
-    let ready = candidate.map_or(0, |c| c.ready_replicas);
     let candidate_ready = ready >= split.candidate;
-    // The baseline covers what the candidate does not serve (yet, or any more, when its pods
-    // fail after the split was in force), so the service never runs below its original size.
-    let wanted = match router {
-        Router::Replicas => split.baseline.max(cx.original() - ready),
-        Router::GatewayApi => split.baseline,
-    };
+    let wanted = router.baseline_replicas(&split, &live);
     // Growing the baseline is always safe; shrinking it waits for the candidate.
     if current < wanted || (current > wanted && candidate_ready) {
         cx.actions.push(Action::ScaleTarget { replicas: wanted });
@@ -309,21 +306,11 @@ fn apply_split(cx: &mut Ctx, index: usize) -> bool {
     let candidate_done = candidate.is_some_and(|c| {
         c.replicas == split.candidate && c.rolled_out && cx.obs.candidate_runs_spec_config
     }) && candidate_ready;
-    match router {
-        Router::Replicas => {
-            candidate_done
-                && current == split.baseline
-                && effective >= split.planned_effective_weight
-        }
-        Router::GatewayApi => {
-            if candidate_ready && effective != weight {
-                cx.actions.push(Action::SetRouteWeights {
-                    candidate_weight: weight,
-                });
-            }
-            candidate_done && effective == weight
-        }
+    if let Some(candidate_weight) = router.weight_to_apply(&live, candidate_ready) {
+        cx.actions
+            .push(Action::SetRouteWeights { candidate_weight });
     }
+    router.in_force(&split, &live, candidate_done)
 }
 
 /// The stage's duration has passed since its split was in force, at least one analysis in it
@@ -428,7 +415,12 @@ fn describe(cx: &mut Ctx, t: &Timing, in_force: bool, pause: Option<String>, wai
     let msg = if !in_force || cx.status.stage_started_at.is_none() {
         cx.wait(POLL);
         let c = cx.obs.candidate.clone().unwrap_or_default();
-        let wanted = replica_split(cx.spec.traffic.router, cx.original(), planned).candidate;
+        let wanted = cx
+            .spec
+            .traffic
+            .router
+            .split(cx.original(), planned)
+            .candidate;
         format!(
             "Stage {stage}: shifting to {planned}% ({} of {wanted} candidate pods ready, {effective}% \
              of traffic now).",

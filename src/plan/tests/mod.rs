@@ -24,7 +24,6 @@ use crate::api::{
     AnalysisRecord, CapacityMeasurement, CheckResult, ConcurrencyExperimentSpec,
     ConcurrencyExperimentStatus, RenderedServer, Router, ServerKind, VariantCapacity, Verdict,
 };
-use crate::traffic::percent;
 
 /// A spec with the default 30/70/100 stages of 10m, a 1m interval and one latency check;
 /// `extra` is appended YAML at the top level of the spec.
@@ -211,17 +210,12 @@ impl World {
     }
 
     pub fn effective_weight(&self) -> i32 {
-        match self.router {
-            Router::GatewayApi => self.route_weight,
-            Router::Replicas => {
-                let c = self.candidate.as_ref().map_or(0, |c| c.ready_replicas);
-                let b = self
-                    .target
-                    .as_ref()
-                    .map_or(0, |t| t.deployment.ready_replicas);
-                percent(c, b + c)
-            }
-        }
+        let c = self.candidate.as_ref().map_or(0, |c| c.ready_replicas);
+        let b = self
+            .target
+            .as_ref()
+            .map_or(0, |t| t.deployment.ready_replicas);
+        self.router.effective_weight(c, b, Some(self.route_weight))
     }
 
     pub fn observe(&self, now: Timestamp) -> Observations {
@@ -242,6 +236,7 @@ impl World {
             not_ours: self.not_ours.clone(),
             candidate_cpu_limit: self.candidate_cpu_limit,
             effective_weight: self.effective_weight(),
+            route_backend_refs: None,
             analysis: None,
         }
     }
