@@ -19,16 +19,17 @@
 //! (no capacity model); both are told in an Event at the start.
 
 use super::analysis::{count_inconclusive, describe_stage};
-use super::machine::Ctx;
+use super::ctx::Ctx;
 use super::validate::Timing;
 use crate::analysis::{candidate_config, predict, PerRequest, Prediction, Unit};
+use crate::api::reason::{DecisionReason, HoldReason};
 use crate::api::{
     AnalysisRecord, BuiltinMetric, CapacityGate, ConcurrencyExperimentSpec, InconclusiveAction,
     RenderedServer, ServerKind, Verdict,
 };
 
 /// Decision, hold and Event reason when the candidate could not carry the next stage.
-pub const INSUFFICIENT_CAPACITY: &str = "InsufficientCapacity";
+pub const INSUFFICIENT_CAPACITY: &str = HoldReason::InsufficientCapacity.as_str();
 /// Condition reason while a step waits for the measurements to predict it.
 pub const CAPACITY_UNKNOWN: &str = "CapacityUnknown";
 /// Event reason at the start when the gate does not apply.
@@ -98,12 +99,12 @@ pub fn gate(cx: &mut Ctx, t: &Timing, index: usize, new_analysis: bool) -> Gate 
             InconclusiveAction::Rollback => {
                 let next = stage_name(cx.spec, index + 1);
                 let msg = format!("Rolling back before stage {next}: {message}");
-                cx.start_rollback(INSUFFICIENT_CAPACITY, msg);
+                cx.start_rollback(DecisionReason::InsufficientCapacity, msg);
                 Gate::RolledBack
             }
             InconclusiveAction::Pause => {
                 // The Event (with the numbers) is emitted where the phase changes.
-                cx.status.hold_reason = Some(INSUFFICIENT_CAPACITY.into());
+                cx.set_hold(Some(HoldReason::InsufficientCapacity));
                 Gate::Closed
             }
         },

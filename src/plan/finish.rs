@@ -1,9 +1,10 @@
 //! The ends of an experiment: promoting, rolling back, and deletion (finalizer). Each waits for
 //! the baseline (or the promoted target) to serve at full strength before the candidate goes.
 
-use super::machine::Ctx;
+use super::ctx::Ctx;
 use super::observations::{Action, EventType};
 use super::timing::POLL;
+use crate::api::reason::DecisionReason;
 use crate::api::Phase;
 
 /// Promoting: write the candidate config into the target and scale it back to its original
@@ -111,7 +112,7 @@ pub fn delete(cx: &mut Ctx) {
         return;
     }
     let msg = "The experiment is being deleted; restoring the baseline.".to_string();
-    cx.start_rollback("Deleted", msg);
+    cx.start_rollback(DecisionReason::Deleted, msg);
     roll_back(cx);
     cx.release = cx.status.phase == Phase::RolledBack;
 }

@@ -9,6 +9,7 @@ mod edit;
 mod finish;
 mod owner;
 mod progress;
+mod reason;
 mod retry;
 mod rollback;
 mod target;
