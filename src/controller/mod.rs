@@ -19,25 +19,6 @@ mod observe;
 mod reconcile;
 mod status;
 
-#[cfg(test)]
-mod config_source_tests;
-#[cfg(test)]
-mod fixtures;
-#[cfg(test)]
-mod gateway_tests;
-#[cfg(test)]
-mod metrics_tests;
-#[cfg(test)]
-mod owner_tests;
-#[cfg(test)]
-mod promote_tests;
-#[cfg(test)]
-mod run_tests;
-#[cfg(test)]
-mod scale_tests;
-#[cfg(test)]
-mod tests;
-
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -285,3 +266,6 @@ pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
 /// How long a reconcile waits before looking again after a stage machine asks for no requeue
 /// but the watch might miss something (e.g. Prometheus data maturing). Also bounds drift.
 pub const RESYNC: Duration = Duration::from_secs(300);
+
+#[cfg(test)]
+mod tests;
