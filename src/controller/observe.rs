@@ -4,7 +4,7 @@
 //! abort/approve, spec errors and the effective weight are plain unit tests.
 
 use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet};
-use k8s_openapi::api::core::v1::{ConfigMap, ContainerStatus, Pod, Service};
+use k8s_openapi::api::core::v1::{ConfigMap, Container, ContainerStatus, Pod, Service};
 use kube::api::{ApiResource, DynamicObject, GroupVersionKind, ListParams};
 use kube::{Api, Resource, ResourceExt};
 use serde_json::Value;
@@ -510,6 +510,20 @@ pub fn original_route_refs(fetched: &Fetched) -> Option<String> {
         .map(|refs| refs.to_string())
 }
 
+/// The app container's CPU limit (cores) in the baseline and in the candidate: the candidate
+/// gets `spec.candidate.resources` in place of the target's when they are set.
+pub fn cpu_limits(
+    exp: &ConcurrencyExperiment,
+    target_container: &Container,
+) -> (Option<f64>, Option<f64>) {
+    let baseline = crate::analysis::cpu_limit(target_container.resources.as_ref());
+    let candidate = match &exp.spec.candidate.resources {
+        Some(r) => crate::analysis::cpu_limit(Some(r)),
+        None => baseline,
+    };
+    (baseline, candidate)
+}
+
 /// The fingerprint of the Deployment's pod template, as `status.original.templateHash` keeps it.
 pub fn template_hash(d: &Deployment) -> String {
     let template = d
@@ -555,7 +569,7 @@ pub fn observations(
             .target
             .as_ref()
             .and_then(|d| workload::app_container(d, container).ok())
-            .and_then(|c| super::analyse::cpu_limits(exp, c).1),
+            .and_then(|c| cpu_limits(exp, c).1),
         effective_weight: effective_weight(exp, fetched),
         route_backend_refs: original_route_refs(fetched),
         analysis: None,

@@ -18,6 +18,10 @@ use crate::api::{ConcurrencyExperiment, ConcurrencyExperimentStatus, DecisionAct
 use crate::plan::{self, Step};
 use crate::telemetry;
 
+/// How long a reconcile waits before looking again after a stage machine asks for no requeue
+/// but the watch might miss something (e.g. Prometheus data maturing). Also bounds drift.
+const RESYNC: Duration = Duration::from_secs(300);
+
 /// How long a reconcile waits for the Deployment cache's first list before requeueing.
 const CACHE_WAIT: Duration = Duration::from_secs(5);
 
@@ -83,7 +87,7 @@ async fn reconcile_inner(exp: &ConcurrencyExperiment, ctx: &Context) -> Result<R
     // absent target only means "not listed yet" — deciding then would roll back a running
     // experiment as `TargetMissing` right after an operator restart.
     for store in &ctx.caches.deployments {
-        let ready = tokio::time::timeout(CACHE_WAIT, super::synced(store)).await;
+        let ready = tokio::time::timeout(CACHE_WAIT, super::context::synced(store)).await;
         if !matches!(ready, Ok(true)) {
             tracing::info!(experiment = %key(exp), "Deployment cache not synced yet; looking again soon");
             return Ok(Requeue::requeue(Duration::from_secs(1)));
@@ -144,7 +148,7 @@ async fn reconcile_inner(exp: &ConcurrencyExperiment, ctx: &Context) -> Result<R
         Some(d) if wrote => Requeue::requeue(d.min(plan::AFTER_WRITE)),
         Some(d) => Requeue::requeue(d),
         // A slow resync in case a watch event is missed; cheap for finished experiments.
-        None => Requeue::requeue(super::RESYNC),
+        None => Requeue::requeue(RESYNC),
     })
 }
 

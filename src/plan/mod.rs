@@ -80,9 +80,6 @@ mod retry;
 mod timing;
 mod validate;
 
-#[cfg(test)]
-mod tests;
-
 pub use analysis::{failing_checks, INCONCLUSIVE_LIMIT, KEPT_ANALYSES, NO_DATA_LIMIT};
 pub use capacity::{CAPACITY_GATE_OFF, CAPACITY_UNKNOWN, INSUFFICIENT_CAPACITY};
 pub use machine::step;
@@ -91,3 +88,6 @@ pub use pause::PAUSED_BY_USER;
 pub use progress::{AWAITING_APPROVAL, PROGRESS_DEADLINE_EXCEEDED};
 pub use timing::{analysis_due, deadline_passed, next_analysis_at, AFTER_WRITE, POLL, TARGET_POLL};
 pub use validate::{validate, Timing};
+
+#[cfg(test)]
+mod tests;

@@ -3,7 +3,8 @@ use std::time::Duration;
 use jiff::Timestamp;
 use k8s_openapi::api::core::v1::Container;
 
-use crate::controller::analyse::*;
+use crate::controller::observe::cpu_limits;
+use crate::controller::prometheus::*;
 use crate::telemetry::Metrics;
 
 #[test]
