@@ -16,6 +16,7 @@ mod error;
 mod experiments;
 mod index;
 mod observe;
+mod pods;
 mod prometheus;
 mod reconcile;
 mod status;

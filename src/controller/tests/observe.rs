@@ -7,6 +7,7 @@ use kube::ResourceExt;
 use super::fixtures::{experiment, target};
 use crate::api::{ConcurrencyExperiment, ANNOTATION_ABORT, ANNOTATION_APPROVE};
 use crate::controller::observe::*;
+use crate::controller::pods::{pod_problem, MAX_PROBLEM};
 use crate::workload;
 use serde_json::json;
 
