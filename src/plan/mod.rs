@@ -6,9 +6,10 @@
 //!
 //! 1. Observe: build `Observations` (target and candidate Deployments — the candidate is named
 //!    `workload::candidate_name(target)` —, `effective_weight`, abort/approval flags, deletion).
-//!    `effective_weight`: for `replicas`, `percent(candidate ready, candidate ready + target
-//!    ready)`; for `gatewayAPI`, the candidate's route weight, 0 once the original backendRefs
-//!    are back (that is how `RestoreRoute` is seen to have worked).
+//!    `effective_weight` is `traffic::Router::effective_weight`: for `replicas`, `percent(candidate
+//!    ready, candidate ready + target ready)`; for `gatewayAPI`, the candidate's route weight, 0
+//!    once the original backendRefs are back (that is how `RestoreRoute` is seen to have
+//!    worked).
 //! 2. If `analysis_due(spec, status, now)`, run the checks and pass the outcome in
 //!    `Observations::analysis` (record `at` = now, `stage_index` = `status.stage_index`).
 //! 3. `step(spec, status, obs)`; write `Step::status` to the status subresource, then run

@@ -1,4 +1,4 @@
-use crate::traffic::{percent, ReplicaSplit, Router};
+use crate::traffic::{percent, Live, ReplicaSplit, Router};
 
 #[test]
 fn six_pods_follow_the_default_stages() {
@@ -65,4 +65,63 @@ fn percent_rounds() {
     assert_eq!(percent(2, 6), 33);
     assert_eq!(percent(4, 6), 67);
     assert_eq!(percent(0, 0), 0);
+}
+
+fn live(weight: i32, baseline: (i32, i32), candidate_ready: i32, effective: i32) -> Live {
+    Live {
+        weight,
+        original: 6,
+        baseline_replicas: baseline.0,
+        baseline_ready: baseline.1,
+        candidate_ready,
+        effective_weight: effective,
+    }
+}
+
+#[test]
+fn the_replicas_router_moves_traffic_by_pods() {
+    let r = Router::Replicas;
+    assert!(r.splits_by_pods() && !r.uses_route());
+    assert_eq!(
+        r.effective_weight(2, 4, Some(70)),
+        33,
+        "pods, not the route"
+    );
+    let split = r.split(6, 30);
+    // The candidate is not ready yet: the baseline keeps covering for it.
+    let starting = live(30, (6, 6), 0, 0);
+    assert_eq!(r.baseline_replicas(&split, &starting), 6);
+    assert!(r.traffic_back(&split, &starting));
+    assert_eq!(r.weight_to_apply(&starting, false), None);
+    assert!(!r.in_force(&split, &starting, false));
+    let there = live(30, (4, 4), 2, 33);
+    assert_eq!(r.baseline_replicas(&split, &there), 4);
+    assert!(r.in_force(&split, &there, true));
+    assert!(!r.needs_restore(33), "scaling the target restores it");
+}
+
+#[test]
+fn the_gateway_router_moves_traffic_by_route_weights() {
+    let r = Router::GatewayApi;
+    assert!(!r.splits_by_pods() && r.uses_route());
+    assert_eq!(r.effective_weight(2, 6, Some(30)), 30);
+    assert_eq!(
+        r.effective_weight(2, 6, None),
+        0,
+        "an unsplit route sends it nothing"
+    );
+    let split = r.split(6, 30);
+    let ready = live(30, (6, 6), 2, 0);
+    assert_eq!(r.baseline_replicas(&split, &ready), 6);
+    assert_eq!(
+        r.weight_to_apply(&ready, false),
+        None,
+        "never onto pods not ready"
+    );
+    assert_eq!(r.weight_to_apply(&ready, true), Some(30));
+    assert!(!r.in_force(&split, &ready, true) && !r.traffic_back(&split, &ready));
+    let there = live(30, (6, 6), 2, 30);
+    assert_eq!(r.weight_to_apply(&there, true), None);
+    assert!(r.in_force(&split, &there, true) && r.traffic_back(&split, &there));
+    assert!(r.needs_restore(30) && !r.needs_restore(0));
 }
