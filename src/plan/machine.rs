@@ -4,7 +4,7 @@
 use super::ctx::Ctx;
 use super::observations::{EventType, Observations, Step};
 use super::validate::{validate, Timing};
-use super::{approval, capacity, finish, progress, retry, timing};
+use super::{approval, capacity, finish, progress, retry, split, timing};
 use crate::api::reason::DecisionReason;
 use crate::api::{
     ConcurrencyExperimentSpec, ConcurrencyExperimentStatus, OriginalState, Phase, TargetScale,
@@ -237,7 +237,7 @@ fn pending(cx: &mut Ctx, t: &Timing) {
     cx.update_variants();
     cx.enter_stage(0);
     // Told once, at the start: what the router can really give, and a gate that is off.
-    if let Some(msg) = capacity::coarse_split(cx.spec, cx.original()) {
+    if let Some(msg) = split::coarse_split(cx.spec, cx.original()) {
         cx.event(EventType::Normal, "CoarseSplit", msg);
     }
     if let Some(why) = capacity::off_reason(cx.spec, t).filter(|_| cx.spec.stages.len() > 1) {

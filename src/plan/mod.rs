@@ -78,6 +78,7 @@ mod observations;
 mod pause;
 mod progress;
 mod retry;
+mod split;
 mod timing;
 mod validate;
 

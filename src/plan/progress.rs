@@ -7,6 +7,7 @@ use super::ctx::Ctx;
 use super::finish;
 use super::observations::{Action, EventType};
 use super::pause::{self, Pause};
+use super::split;
 use super::timing::{self, POLL};
 use super::validate::Timing;
 use crate::api::reason::{DecisionReason, HoldReason};
@@ -35,8 +36,7 @@ pub fn run(cx: &mut Ctx, t: &Timing) {
     let new_analysis = cx.status.last_analysis_at != seen;
     pause::lift_inconclusive_hold(cx);
     pause::lift_capacity_hold(cx, t, index);
-    cx.status.planned_effective_weights =
-        capacity::planned_effective_weights(cx.spec, cx.original());
+    cx.status.planned_effective_weights = split::planned_effective_weights(cx.spec, cx.original());
     if cx.hold() == Some(HoldReason::AwaitingApproval) && !cx.spec.paused {
         if let Some(by) = pause::approve_promotion(cx) {
             let msg = format!("Approved by {by}: promoting the candidate into the target.");
