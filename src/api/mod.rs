@@ -15,6 +15,8 @@ pub use server::*;
 pub use status::*;
 pub use traffic::*;
 
+pub mod reason;
+
 /// The CRD as YAML, exactly as committed in `crds/`.
 pub fn crd_yaml() -> Result<String, serde_yaml::Error> {
     use kube::CustomResourceExt;

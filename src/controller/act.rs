@@ -23,7 +23,7 @@ use serde_json::json;
 use super::context::Context;
 use super::error::{is_not_found, Error, Result};
 use super::observe::{http_route_resource, owned_by, owned_services, service_named, Fetched};
-use crate::api::{ConcurrencyExperiment, Router, ANNOTATION_APPROVE, ANNOTATION_RETRY};
+use crate::api::{ConcurrencyExperiment, ANNOTATION_APPROVE, ANNOTATION_RETRY};
 use crate::plan::{Action, EventType};
 use crate::{traffic, workload};
 
@@ -143,7 +143,7 @@ impl<'a> Actor<'a> {
         let candidate = workload::candidate_deployment(target, self.exp, replicas)?;
         self.apply(candidate, self.fetched.candidate.as_ref())
             .await?;
-        if self.exp.spec.traffic.router == Router::GatewayApi {
+        if self.exp.spec.traffic.router.uses_route() {
             self.apply_service(self.candidate_service()?).await?;
         }
         Ok(())

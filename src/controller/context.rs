@@ -10,6 +10,7 @@ use kube::runtime::reflector::{ObjectRef, Store};
 use kube::{Client, ResourceExt};
 
 use super::index::ExperimentIndex;
+use super::prometheus::PrometheusClients;
 use crate::api::ConcurrencyExperiment;
 
 use crate::telemetry::Metrics;
@@ -111,7 +112,7 @@ pub struct Context {
     /// Consecutive failures per experiment (`namespace/name`), for the error backoff.
     pub failures: std::sync::Mutex<std::collections::HashMap<String, u32>>,
     /// Prometheus clients reused across analyses.
-    pub prometheus: super::analyse::PrometheusClients,
+    pub prometheus: PrometheusClients,
 }
 
 impl Context {
@@ -153,5 +154,23 @@ impl Context {
             Err(poisoned) => poisoned.into_inner(),
         };
         failures.remove(key);
+    }
+}
+
+/// Resolves once the store has its first full list; `false` if its writer is gone.
+///
+/// kube's `Store::wait_until_ready` waits on a oneshot channel that keeps only the last
+/// waiter's waker, and the controller's runner waits on the same store: a second waiter may
+/// never be woken. Re-polling on a short timer sidesteps that (the ready state is remembered).
+pub(crate) async fn synced<K>(store: &Store<K>) -> bool
+where
+    K: kube::Resource + Clone + 'static,
+    K::DynamicType: Eq + std::hash::Hash + Clone,
+{
+    loop {
+        match tokio::time::timeout(Duration::from_millis(500), store.wait_until_ready()).await {
+            Ok(result) => return result.is_ok(),
+            Err(_elapsed) => continue,
+        }
     }
 }

@@ -180,7 +180,3 @@ impl ExperimentIndex {
         self.len() == 0
     }
 }
-
-#[cfg(test)]
-#[path = "index_tests.rs"]
-mod tests;

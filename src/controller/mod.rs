@@ -18,27 +18,10 @@ mod error;
 mod experiments;
 mod index;
 mod observe;
+mod pods;
+mod prometheus;
 mod reconcile;
 mod status;
-
-#[cfg(test)]
-mod config_source_tests;
-#[cfg(test)]
-mod fixtures;
-#[cfg(test)]
-mod gateway_tests;
-#[cfg(test)]
-mod metrics_tests;
-#[cfg(test)]
-mod owner_tests;
-#[cfg(test)]
-mod promote_tests;
-#[cfg(test)]
-mod run_tests;
-#[cfg(test)]
-mod scale_tests;
-#[cfg(test)]
-mod tests;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -155,20 +138,20 @@ async fn run_controllers(client: &Client, config: &RunConfig, lost: impl Future<
         for store in &stores {
             tokio::select! {
                 _ = ready_stop.cancelled() => return,
-                synced = synced(store) => if !synced { return },
+                synced = context::synced(store) => if !synced { return },
             }
         }
         // Reconciles read targets and candidates from these: not ready before they are full.
         for store in &deployments {
             tokio::select! {
                 _ = ready_stop.cancelled() => return,
-                synced = synced(store) => if !synced { return },
+                synced = context::synced(store) => if !synced { return },
             }
         }
         for store in &autoscalers {
             tokio::select! {
                 _ = ready_stop.cancelled() => return,
-                synced = synced(store) => if !synced { return },
+                synced = context::synced(store) => if !synced { return },
             }
         }
         tracing::info!("caches synced: ready");
@@ -203,24 +186,6 @@ async fn run_controllers(client: &Client, config: &RunConfig, lost: impl Future<
         _ = lost => {}
     }
     ready.abort();
-}
-
-/// Resolves once the store has its first full list; `false` if its writer is gone.
-///
-/// kube's `Store::wait_until_ready` waits on a oneshot channel that keeps only the last
-/// waiter's waker, and the controller's runner waits on the same store: a second waiter may
-/// never be woken. Re-polling on a short timer sidesteps that (the ready state is remembered).
-pub(crate) async fn synced<K>(store: &Store<K>) -> bool
-where
-    K: kube::Resource + Clone + 'static,
-    K::DynamicType: Eq + std::hash::Hash + Clone,
-{
-    loop {
-        match tokio::time::timeout(Duration::from_millis(500), store.wait_until_ready()).await {
-            Ok(result) => return result.is_ok(),
-            Err(_elapsed) => continue,
-        }
-    }
 }
 
 /// What one scope's experiment watch keeps up to date besides its store.
@@ -335,6 +300,5 @@ fn waking_autoscaler(
 /// How long running reconciles get to finish after shutdown (well within the 30 s a pod gets).
 pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(10);
 
-/// How long a reconcile waits before looking again after a stage machine asks for no requeue
-/// but the watch might miss something (e.g. Prometheus data maturing). Also bounds drift.
-pub const RESYNC: Duration = Duration::from_secs(300);
+#[cfg(test)]
+mod tests;

@@ -5,7 +5,7 @@
 
 use k8s_openapi::api::apps::v1::{Deployment, ReplicaSet};
 use k8s_openapi::api::autoscaling::v2::HorizontalPodAutoscaler;
-use k8s_openapi::api::core::v1::{ConfigMap, ContainerStatus, Pod, Service};
+use k8s_openapi::api::core::v1::{ConfigMap, Container, Service};
 use kube::api::{ApiResource, DynamicObject, GroupVersionKind, ListParams};
 use kube::{Api, Resource, ResourceExt};
 use serde_json::Value;
@@ -14,11 +14,9 @@ use std::sync::Arc;
 
 use super::context::Caches;
 use super::error::{is_not_found, Error, Result};
-use crate::api::{
-    ConcurrencyExperiment, Router, ANNOTATION_ABORT, ANNOTATION_APPROVE, ANNOTATION_RETRY,
-};
+use crate::api::{ConcurrencyExperiment, ANNOTATION_ABORT, ANNOTATION_APPROVE, ANNOTATION_RETRY};
 use crate::plan::{self, Observations, TargetState};
-use crate::traffic::{self, percent};
+use crate::traffic;
 use crate::workload;
 
 /// The Gateway API HTTPRoute, read as a dynamic object (no typed crate needed).
@@ -62,12 +60,6 @@ pub struct Fetched {
     pub configmaps: BTreeMap<String, BTreeMap<String, String>>,
 }
 
-/// Pods listed to explain a candidate that is not ready; its pods are at most the target's
-/// original replicas, this only bounds a surprise.
-const POD_LIST_LIMIT: u32 = 100;
-/// Longest pod problem passed on (it ends up in a status message and an Event).
-const MAX_PROBLEM: usize = 300;
-
 fn optional<T>(r: std::result::Result<T, kube::Error>) -> Result<Option<T>> {
     match r {
         Ok(v) => Ok(Some(v)),
@@ -95,13 +87,13 @@ pub async fn fetch(
     let status = exp.status.clone().unwrap_or_default();
     let candidate_problem = match &candidate {
         Some(c) if plan::deadline_passed(&exp.spec, &status, jiff::Timestamp::now()) => {
-            not_ready_reason(client, c).await
+            super::pods::not_ready_reason(client, c).await
         }
         _ => None,
     };
     let (mut route, mut service, mut baseline_hash, mut service_error) = (None, None, None, None);
     let mut all_services = Vec::new();
-    if exp.spec.traffic.router == Router::GatewayApi {
+    if exp.spec.traffic.router.uses_route() {
         if let Some(name) = &exp.spec.traffic.http_route {
             let routes: Api<DynamicObject> =
                 Api::namespaced_with(client.clone(), &ns, &http_route_resource());
@@ -145,126 +137,6 @@ pub async fn fetch(
         candidate_problem,
         configmaps,
     })
-}
-
-/// Why the candidate is not ready, from its pods; only listed while it has fewer ready pods
-/// than `spec.replicas` (a ready candidate costs no call). Best effort: the answer only goes
-/// into messages, so a failed list is reported there rather than failing the reconcile.
-async fn not_ready_reason(client: &kube::Client, candidate: &Deployment) -> Option<String> {
-    let state = workload::rollout_state(candidate);
-    if state.ready_replicas >= state.replicas {
-        return None;
-    }
-    let ns = candidate.namespace()?;
-    let labels = candidate
-        .spec
-        .as_ref()
-        .and_then(|s| s.selector.match_labels.as_ref())
-        .filter(|l| !l.is_empty())?;
-    let selector = labels
-        .iter()
-        .map(|(k, v)| format!("{k}={v}"))
-        .collect::<Vec<_>>()
-        .join(",");
-    let pods: Api<Pod> = Api::namespaced(client.clone(), &ns);
-    let params = ListParams::default()
-        .labels(&selector)
-        .limit(POD_LIST_LIMIT);
-    match pods.list(&params).await {
-        Ok(list) => pod_problem(&list.items),
-        Err(e) => {
-            tracing::warn!(error = %e, candidate = %candidate.name_any(), "could not list pods");
-            Some(format!("its pods could not be listed: {e}"))
-        }
-    }
-}
-
-/// One line on the first not-ready pod (by name) that says why: not scheduled, or a container
-/// waiting (`CrashLoopBackOff`, `ImagePullBackOff`, …) or terminated, with its last exit.
-pub fn pod_problem(pods: &[Pod]) -> Option<String> {
-    let mut waiting: Vec<&Pod> = pods
-        .iter()
-        .filter(|p| p.metadata.deletion_timestamp.is_none() && !pod_ready(p))
-        .collect();
-    waiting.sort_by_key(|p| p.name_any());
-    let first = waiting.iter().find_map(|p| pod_reason(p))?;
-    let line = match waiting.len() {
-        1 => first,
-        n => format!("{n} candidate pods not ready, e.g. {first}"),
-    };
-    Some(truncate(&line, MAX_PROBLEM))
-}
-
-fn pod_ready(pod: &Pod) -> bool {
-    let conditions = pod.status.as_ref().and_then(|s| s.conditions.as_ref());
-    conditions
-        .into_iter()
-        .flatten()
-        .any(|c| c.type_ == "Ready" && c.status == "True")
-}
-
-fn pod_reason(pod: &Pod) -> Option<String> {
-    let name = pod.name_any();
-    let status = pod.status.as_ref()?;
-    let unscheduled = status
-        .conditions
-        .iter()
-        .flatten()
-        .find(|c| c.type_ == "PodScheduled" && c.status == "False");
-    if let Some(c) = unscheduled {
-        let reason = c.reason.as_deref().unwrap_or("not scheduled");
-        return Some(match c.message.as_deref() {
-            Some(m) if !m.is_empty() => format!("pod {name}: {reason}: {m}"),
-            _ => format!("pod {name}: {reason}"),
-        });
-    }
-    let containers = status.init_container_statuses.iter().flatten();
-    let containers = containers.chain(status.container_statuses.iter().flatten());
-    containers
-        .filter(|c| !c.ready)
-        .find_map(container_reason)
-        .map(|why| format!("pod {name}: {why}"))
-}
-
-fn container_reason(c: &ContainerStatus) -> Option<String> {
-    let state = c.state.as_ref();
-    let waiting = state.and_then(|s| s.waiting.as_ref());
-    let terminated = state.and_then(|s| s.terminated.as_ref());
-    let last = c.last_state.as_ref().and_then(|s| s.terminated.as_ref());
-    let exit = |t: &k8s_openapi::api::core::v1::ContainerStateTerminated| {
-        let reason = t.reason.as_deref().unwrap_or("terminated");
-        format!("{reason}, exit code {}", t.exit_code)
-    };
-    let now = match (waiting, terminated) {
-        (Some(w), _) => {
-            let reason = w.reason.as_deref().unwrap_or("waiting");
-            // CrashLoopBackOff's message only repeats the pod name; the last exit says more.
-            match w.message.as_deref() {
-                Some(m) if !m.is_empty() && reason != "CrashLoopBackOff" => {
-                    format!("waiting: {reason} ({m})")
-                }
-                _ => format!("waiting: {reason}"),
-            }
-        }
-        (None, Some(t)) => format!("terminated: {}", exit(t)),
-        // Running but not ready: the readiness probe fails.
-        (None, None) if state.and_then(|s| s.running.as_ref()).is_some() => {
-            "running but not ready (readiness probe)".to_string()
-        }
-        (None, None) => return None,
-    };
-    Some(match last {
-        Some(t) => format!("container {} {now} (last terminated: {})", c.name, exit(t)),
-        None => format!("container {} {now}", c.name),
-    })
-}
-
-fn truncate(s: &str, max: usize) -> String {
-    if s.chars().count() <= max {
-        return s.to_string();
-    }
-    let cut: String = s.chars().take(max.saturating_sub(1)).collect();
-    format!("{cut}…")
 }
 
 /// The ConfigMaps the baseline's server variables may come from (a few GETs, only for
@@ -426,7 +298,7 @@ pub fn not_ours(exp: &ConcurrencyExperiment, fetched: &Fetched) -> Vec<String> {
             found.push(format!("HorizontalPodAutoscaler {}", h.name_any()));
         }
     }
-    if exp.spec.traffic.router == Router::GatewayApi {
+    if exp.spec.traffic.router.uses_route() {
         if let Some(service) = &fetched.service {
             for name in [
                 workload::baseline_service_name(&service.name_any()),
@@ -474,7 +346,7 @@ pub fn spec_error(exp: &ConcurrencyExperiment, fetched: &Fetched) -> Option<Stri
     {
         return Some(e.to_string());
     }
-    if exp.spec.traffic.router == Router::GatewayApi {
+    if exp.spec.traffic.router.uses_route() {
         if fetched.route.is_none() {
             let name = exp.spec.traffic.http_route.as_deref().unwrap_or_default();
             return Some(format!(
@@ -488,24 +360,58 @@ pub fn spec_error(exp: &ConcurrencyExperiment, fetched: &Fetched) -> Option<Stri
     None
 }
 
-/// The traffic share the candidate really gets now.
+/// The traffic share the candidate really gets now, as the router sees it.
 pub fn effective_weight(exp: &ConcurrencyExperiment, fetched: &Fetched) -> i32 {
-    match exp.spec.traffic.router {
-        Router::Replicas => {
-            let ready = |d: Option<&Deployment>| {
-                d.map(|d| workload::rollout_state(d).ready_replicas)
-                    .unwrap_or(0)
-            };
-            let candidate = ready(our_candidate(exp, fetched));
-            percent(candidate, ready(fetched.target.as_ref()) + candidate)
+    let ready = |d: Option<&Deployment>| {
+        d.map(|d| workload::rollout_state(d).ready_replicas)
+            .unwrap_or(0)
+    };
+    let route_weight = match (&fetched.route, variant_service_names(exp, fetched)) {
+        (Some(route), Some((baseline, candidate))) => {
+            traffic::route_weight(route, &baseline, &candidate)
         }
-        Router::GatewayApi => match (&fetched.route, variant_service_names(exp, fetched)) {
-            (Some(route), Some((baseline, candidate))) => {
-                traffic::route_weight(route, &baseline, &candidate).unwrap_or(0)
-            }
-            _ => 0,
-        },
+        _ => None,
+    };
+    exp.spec.traffic.router.effective_weight(
+        ready(our_candidate(exp, fetched)),
+        ready(fetched.target.as_ref()),
+        route_weight,
+    )
+}
+
+/// The route's backendRefs while it is still the user's (no rule split between the variant
+/// Services of its Service), for the machine to record as the original; `None` without a
+/// route or once split.
+pub fn original_route_refs(fetched: &Fetched) -> Option<String> {
+    let (route, service) = (fetched.route.as_ref()?, fetched.service.as_ref()?);
+    // A route the operator already split is not the original; never report that.
+    let service = service.name_any();
+    let split = traffic::route_weight(
+        route,
+        &workload::baseline_service_name(&service),
+        &workload::candidate_service_name(&service),
+    )
+    .is_some();
+    if split {
+        return None;
     }
+    traffic::route_backend_refs(route)
+        .ok()
+        .map(|refs| refs.to_string())
+}
+
+/// The app container's CPU limit (cores) in the baseline and in the candidate: the candidate
+/// gets `spec.candidate.resources` in place of the target's when they are set.
+pub fn cpu_limits(
+    exp: &ConcurrencyExperiment,
+    target_container: &Container,
+) -> (Option<f64>, Option<f64>) {
+    let baseline = crate::analysis::cpu_limit(target_container.resources.as_ref());
+    let candidate = match &exp.spec.candidate.resources {
+        Some(r) => crate::analysis::cpu_limit(Some(r)),
+        None => baseline,
+    };
+    (baseline, candidate)
 }
 
 /// The fingerprint of the Deployment's pod template, as `status.original.templateHash` keeps it.
@@ -553,7 +459,7 @@ pub fn observations(
             .target
             .as_ref()
             .and_then(|d| workload::app_container(d, container).ok())
-            .and_then(|c| super::analyse::cpu_limits(exp, c).1),
+            .and_then(|c| cpu_limits(exp, c).1),
         autoscaler: fetched.autoscaler.as_ref().map(|h| {
             let (min_replicas, max_replicas) = workload::bounds(h);
             plan::Autoscaler {
@@ -567,276 +473,7 @@ pub fn observations(
             .as_ref()
             .is_some_and(|h| owned_by(h, exp)),
         effective_weight: effective_weight(exp, fetched),
+        route_backend_refs: original_route_refs(fetched),
         analysis: None,
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::controller::fixtures::{experiment, target};
-    use serde_json::json;
-
-    fn fetched(target: Option<Deployment>) -> Fetched {
-        Fetched {
-            target,
-            ..Fetched::default()
-        }
-    }
-
-    #[test]
-    fn abort_comes_from_spec_or_annotation_and_approval_stays_apart() {
-        let mut exp = experiment();
-        let obs = observations(&exp, &fetched(None), jiff::Timestamp::now());
-        assert!(!obs.abort_requested && !obs.promotion_approved && !obs.resume_requested);
-        exp.metadata.annotations = Some(
-            [
-                (ANNOTATION_ABORT.to_string(), "True".to_string()),
-                (ANNOTATION_APPROVE.to_string(), "yes".to_string()),
-            ]
-            .into(),
-        );
-        let obs = observations(&exp, &fetched(None), jiff::Timestamp::now());
-        assert!(obs.abort_requested, "annotation true (any case) aborts");
-        assert!(!obs.resume_requested, "only \"true\" approves");
-        // The annotation is the one-shot request; spec.approved approves the promotion only.
-        exp.metadata.annotations = Some([(ANNOTATION_APPROVE.to_string(), "true".into())].into());
-        let obs = observations(&exp, &fetched(None), jiff::Timestamp::now());
-        assert!(obs.resume_requested && !obs.promotion_approved);
-        exp.metadata.annotations = None;
-        exp.spec.approved = true;
-        let obs = observations(&exp, &fetched(None), jiff::Timestamp::now());
-        assert!(obs.promotion_approved && !obs.resume_requested);
-    }
-
-    fn pod(name: &str, status: serde_json::Value) -> Pod {
-        serde_json::from_value(json!({"metadata": {"name": name}, "status": status})).unwrap()
-    }
-
-    #[test]
-    fn pod_problems_name_the_first_pod_and_its_reason() {
-        let crashing = pod(
-            "storefront-candidate-7c9-bbbbb",
-            json!({
-                "conditions": [{"type": "Ready", "status": "False"}],
-                "containerStatuses": [{
-                    "name": "web", "ready": false, "restartCount": 4, "image": "i", "imageID": "",
-                    "state": {"waiting": {"reason": "CrashLoopBackOff", "message": "back-off 40s"}},
-                    "lastState": {"terminated": {"reason": "Error", "exitCode": 1}},
-                }],
-            }),
-        );
-        let ready = pod(
-            "storefront-candidate-7c9-aaaaa",
-            json!({"conditions": [{"type": "Ready", "status": "True"}]}),
-        );
-        assert_eq!(
-            pod_problem(&[ready.clone(), crashing.clone()]).as_deref(),
-            Some(
-                "pod storefront-candidate-7c9-bbbbb: container web waiting: CrashLoopBackOff \
-                 (last terminated: Error, exit code 1)"
-            )
-        );
-        let pulling = pod(
-            "storefront-candidate-7c9-ccccc",
-            json!({"containerStatuses": [{
-                "name": "web", "ready": false, "restartCount": 0, "image": "i", "imageID": "",
-                "state": {"waiting": {"reason": "ImagePullBackOff", "message": "Back-off pulling image \"x:1\""}},
-            }]}),
-        );
-        let unschedulable = pod(
-            "storefront-candidate-7c9-aaaab",
-            json!({"conditions": [{"type": "PodScheduled", "status": "False", "reason": "Unschedulable",
-                                   "message": "0/1 nodes are available: 1 Insufficient memory."}]}),
-        );
-        let p = pod_problem(&[crashing, pulling.clone(), unschedulable]).unwrap();
-        assert_eq!(
-            p,
-            "3 candidate pods not ready, e.g. pod storefront-candidate-7c9-aaaab: Unschedulable: \
-             0/1 nodes are available: 1 Insufficient memory."
-        );
-        let p = pod_problem(&[pulling]).unwrap();
-        assert!(
-            p.contains("waiting: ImagePullBackOff (Back-off pulling image \"x:1\")"),
-            "{p}"
-        );
-        assert_eq!(pod_problem(&[ready]), None);
-        // Terminating pods are on their way out; a pod with nothing to say is skipped.
-        let mut gone = pod(
-            "storefront-candidate-7c9-ddddd",
-            json!({"phase": "Pending"}),
-        );
-        assert_eq!(pod_problem(std::slice::from_ref(&gone)), None);
-        gone.metadata.deletion_timestamp = Some(
-            k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(jiff::Timestamp::now()),
-        );
-        assert_eq!(pod_problem(&[gone]), None);
-    }
-
-    #[test]
-    fn long_pod_problems_are_cut() {
-        let p = pod(
-            "storefront-candidate-7c9-bbbbb",
-            json!({"conditions": [{"type": "PodScheduled", "status": "False", "reason": "Unschedulable",
-                                   "message": "x".repeat(1000)}]}),
-        );
-        let line = pod_problem(&[p]).unwrap();
-        assert_eq!(line.chars().count(), MAX_PROBLEM);
-        assert!(line.ends_with('…'));
-    }
-
-    #[test]
-    fn the_candidate_is_seen_running_the_spec_config_until_the_spec_changes() {
-        let mut exp = experiment();
-        let t = target(6, 6);
-        let mut f = fetched(Some(t.clone()));
-        let now = jiff::Timestamp::now();
-        assert!(!observations(&exp, &f, now).candidate_runs_spec_config);
-        f.candidate = Some(workload::candidate_deployment(&t, &exp, 2).unwrap());
-        assert!(observations(&exp, &f, now).candidate_runs_spec_config);
-        exp.spec.candidate.threads = Some(3);
-        assert!(!observations(&exp, &f, now).candidate_runs_spec_config);
-    }
-
-    #[test]
-    fn replicas_weight_is_the_ready_pod_share() {
-        let exp = experiment();
-        let mut f = fetched(Some(target(4, 4)));
-        let mut candidate = target(2, 2);
-        candidate.metadata.name = Some("storefront-candidate".into());
-        candidate.metadata.owner_references =
-            Some(vec![workload::experiment_owner_ref(&exp).unwrap()]);
-        f.candidate = Some(candidate);
-        let obs = observations(&exp, &f, jiff::Timestamp::now());
-        assert_eq!(obs.effective_weight, 33);
-        assert_eq!(obs.target.unwrap().deployment.replicas, 4);
-        assert_eq!(obs.candidate.unwrap().ready_replicas, 2);
-        assert!(obs.not_ours.is_empty());
-    }
-
-    #[test]
-    fn the_gateway_split_is_read_from_our_services_even_without_the_users() {
-        let exp: ConcurrencyExperiment = {
-            let mut e = experiment();
-            e.spec.traffic =
-                serde_json::from_value(json!({"router": "gatewayAPI", "httpRoute": "storefront"}))
-                    .unwrap();
-            e
-        };
-        let owner = serde_json::to_value(workload::experiment_owner_ref(&exp).unwrap()).unwrap();
-        let ours = |name: &str, variant: &str| -> Service {
-            serde_json::from_value(json!({"metadata": {
-                "name": name, "namespace": "shop", "ownerReferences": [owner],
-                "labels": {workload::LABEL_VARIANT: variant},
-            }}))
-            .unwrap()
-        };
-        let route = json!({"metadata": {"namespace": "shop"}, "spec": {"rules": [{"backendRefs": [
-            {"name": "web-baseline", "port": 80, "weight": 30},
-            {"name": "web-candidate", "port": 80, "weight": 70},
-        ]}]}});
-        let f = Fetched {
-            target: Some(target(6, 6)),
-            route: Some(route),
-            // The user's Service no longer selects the target (its labels changed).
-            service: None,
-            services: vec![
-                ours("web-baseline", "baseline"),
-                ours("web-candidate", "candidate"),
-            ],
-            ..Fetched::default()
-        };
-        assert_eq!(
-            effective_weight(&exp, &f),
-            70,
-            "not 0: the route is not restored"
-        );
-    }
-
-    #[test]
-    fn a_candidate_name_taken_by_someone_else_is_not_the_candidate() {
-        let exp = experiment();
-        let mut f = fetched(Some(target(4, 4)));
-        let mut theirs = target(2, 2);
-        theirs.metadata.name = Some("storefront-candidate".into());
-        // Our labels, even an owner reference to another object: no proof without our UID.
-        theirs.labels_mut().insert(
-            workload::LABEL_EXPERIMENT.into(),
-            "storefront-puma-4".into(),
-        );
-        let mut other = workload::experiment_owner_ref(&exp).unwrap();
-        other.uid = "someone-else".into();
-        theirs.metadata.owner_references = Some(vec![other]);
-        f.candidate = Some(theirs);
-        let obs = observations(&exp, &f, jiff::Timestamp::now());
-        assert_eq!(obs.candidate, None);
-        assert_eq!(obs.effective_weight, 0, "its pods are not the candidate's");
-        assert_eq!(obs.not_ours, ["Deployment storefront-candidate"]);
-    }
-
-    #[test]
-    fn a_target_whose_app_container_is_gone_is_still_the_target() {
-        let mut t = target(3, 1);
-        let before = template_hash(&t);
-        assert_eq!(before, template_hash(&target(3, 1)), "stable");
-        let pod = t.spec.as_mut().unwrap().template.spec.as_mut().unwrap();
-        pod.containers[0].name = "app".into();
-        let obs = observations(&experiment(), &fetched(Some(t)), jiff::Timestamp::now());
-        let seen = obs
-            .target
-            .expect("observed, so that a rollback restores it");
-        assert_eq!(seen.baseline, None);
-        assert_eq!(
-            (seen.deployment.replicas, seen.deployment.ready_replicas),
-            (3, 1)
-        );
-        assert_ne!(seen.template_hash, before);
-        assert!(obs.spec_error.unwrap().starts_with("spec.container"));
-    }
-
-    #[test]
-    fn spec_errors_name_the_field() {
-        let mut exp = experiment();
-        exp.spec.container = Some("app".into());
-        let err = spec_error(&exp, &fetched(Some(target(6, 6)))).unwrap();
-        assert!(err.starts_with("spec.container"), "{err}");
-
-        let mut t = target(6, 6);
-        let spec = t.spec.as_mut().unwrap();
-        spec.selector.match_labels = None;
-        spec.selector.match_expressions = Some(vec![serde_json::from_value(
-            json!({"key": "app", "operator": "In", "values": ["storefront"]}),
-        )
-        .unwrap()]);
-        let err = spec_error(&experiment(), &fetched(Some(t))).unwrap();
-        assert!(err.contains("matchExpressions"), "{err}");
-        assert_eq!(
-            spec_error(&experiment(), &fetched(Some(target(6, 6)))),
-            None
-        );
-    }
-
-    #[test]
-    fn only_an_older_live_experiment_on_the_same_target_is_a_rival() {
-        let first = experiment();
-        let mut later = experiment();
-        later.metadata.name = Some("later".into());
-        later.metadata.creation_timestamp =
-            Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
-                "2026-11-30T02:00:00Z".parse().unwrap(),
-            ));
-        let all = [Arc::new(first.clone()), Arc::new(later.clone())];
-        assert_eq!(rivals(&all, &later), ["storefront-puma-4"]);
-        assert!(rivals(&all, &first).is_empty());
-        // A retry of the older one must wait for the later one.
-        assert_eq!(live_on_target(&all, &first), ["later"]);
-        assert_eq!(live_on_target(&all, &later), ["storefront-puma-4"]);
-
-        let mut finished = first;
-        finished.status = Some(crate::api::ConcurrencyExperimentStatus {
-            phase: crate::api::Phase::RolledBack,
-            ..Default::default()
-        });
-        assert!(rivals(&[Arc::new(finished)], &later).is_empty());
     }
 }

@@ -14,11 +14,13 @@ use super::context::{Context, FIELD_MANAGER, FINALIZER};
 use super::error::{is_not_found, Error, Result};
 use super::observe;
 use super::status::{self, Written};
-use crate::api::{
-    ConcurrencyExperiment, ConcurrencyExperimentStatus, DecisionAction, Phase, Router,
-};
+use crate::api::{ConcurrencyExperiment, ConcurrencyExperimentStatus, DecisionAction, Phase};
 use crate::plan::{self, Step};
-use crate::{telemetry, traffic, workload};
+use crate::telemetry;
+
+/// How long a reconcile waits before looking again after a stage machine asks for no requeue
+/// but the watch might miss something (e.g. Prometheus data maturing). Also bounds drift.
+const RESYNC: Duration = Duration::from_secs(300);
 
 /// How long a reconcile waits for the Deployment cache's first list before requeueing.
 const CACHE_WAIT: Duration = Duration::from_secs(5);
@@ -85,7 +87,7 @@ async fn reconcile_inner(exp: &ConcurrencyExperiment, ctx: &Context) -> Result<R
     // absent target only means "not listed yet" — deciding then would roll back a running
     // experiment as `TargetMissing` right after an operator restart.
     for store in &ctx.caches.deployments {
-        let ready = tokio::time::timeout(CACHE_WAIT, super::synced(store)).await;
+        let ready = tokio::time::timeout(CACHE_WAIT, super::context::synced(store)).await;
         if !matches!(ready, Ok(true)) {
             tracing::info!(experiment = %key(exp), "Deployment cache not synced yet; looking again soon");
             return Ok(Requeue::requeue(Duration::from_secs(1)));
@@ -93,7 +95,7 @@ async fn reconcile_inner(exp: &ConcurrencyExperiment, ctx: &Context) -> Result<R
     }
     // Likewise an HPA not listed yet would be split around as if there were none.
     for store in &ctx.caches.autoscalers {
-        let ready = tokio::time::timeout(CACHE_WAIT, super::synced(store)).await;
+        let ready = tokio::time::timeout(CACHE_WAIT, super::context::synced(store)).await;
         if !matches!(ready, Ok(true)) {
             tracing::info!(experiment = %key(exp), "HPA cache not synced yet; looking again soon");
             return Ok(Requeue::requeue(Duration::from_secs(1)));
@@ -113,8 +115,7 @@ async fn reconcile_inner(exp: &ConcurrencyExperiment, ctx: &Context) -> Result<R
             super::analyse::run(ctx, exp, &fetched, &current, weight, now).await?;
     }
 
-    let mut step = plan::step(&exp.spec, &current, &observations);
-    remember_route(exp, &fetched, &mut step.status);
+    let step = plan::step(&exp.spec, &current, &observations);
 
     // Status first: the decision is on record before anything changes, and a decision made
     // from a stale status (someone else wrote meanwhile) is dropped instead of acted on.
@@ -155,40 +156,8 @@ async fn reconcile_inner(exp: &ConcurrencyExperiment, ctx: &Context) -> Result<R
         Some(d) if wrote => Requeue::requeue(d.min(plan::AFTER_WRITE)),
         Some(d) => Requeue::requeue(d),
         // A slow resync in case a watch event is missed; cheap for finished experiments.
-        None => Requeue::requeue(super::RESYNC),
+        None => Requeue::requeue(RESYNC),
     })
-}
-
-/// gatewayAPI: keep the route's backendRefs as they were before the experiment touched them,
-/// so a rollback or deletion can put them back exactly. Saved once, with the first status.
-fn remember_route(
-    exp: &ConcurrencyExperiment,
-    fetched: &observe::Fetched,
-    status: &mut ConcurrencyExperimentStatus,
-) {
-    if exp.spec.traffic.router != Router::GatewayApi {
-        return;
-    }
-    let (Some(original), Some(route), Some(service)) = (
-        status.original.as_mut(),
-        fetched.route.as_ref(),
-        fetched.service.as_ref(),
-    ) else {
-        return;
-    };
-    // A route the operator already split is not the original; never record that.
-    let service = service.name_any();
-    let split = traffic::route_weight(
-        route,
-        &workload::baseline_service_name(&service),
-        &workload::candidate_service_name(&service),
-    )
-    .is_some();
-    if original.route_backend_refs.is_none() && !split {
-        original.route_backend_refs = traffic::route_backend_refs(route)
-            .ok()
-            .map(|refs| refs.to_string());
-    }
 }
 
 /// The per-experiment gauges follow the status just stored; a long-finished experiment's

@@ -2,8 +2,9 @@
 //! or hold the experiment.
 
 use super::conditions;
-use super::machine::Ctx;
+use super::ctx::Ctx;
 use super::observations::{AnalysisOutcome, EventType};
+use crate::api::reason::{DecisionReason, HoldReason};
 use crate::api::{
     AnalysisRecord, BaselineReference, ConcurrencyExperimentStatus, InconclusiveAction, Verdict,
 };
@@ -11,7 +12,7 @@ use crate::api::{
 /// Analyses kept in status, newest last.
 pub const KEPT_ANALYSES: usize = 10;
 /// `hold_reason` while inconclusive analyses exceed the limit with `onInconclusive: pause`.
-pub const INCONCLUSIVE_LIMIT: &str = "InconclusiveLimit";
+pub const INCONCLUSIVE_LIMIT: &str = HoldReason::InconclusiveLimit.as_str();
 /// Consecutive analyses without any data before the `NoData` warning.
 pub const NO_DATA_LIMIT: i32 = 3;
 
@@ -67,7 +68,7 @@ pub fn record(cx: &mut Ctx, stage_index: usize) -> bool {
                 let msg = format!(
                     "Rolling back: {n} failed analyses exceed failureLimit {limit}; {why}."
                 );
-                cx.start_rollback("CheckFailed", msg);
+                cx.start_rollback(DecisionReason::CheckFailed, msg);
                 return true;
             }
             false
@@ -108,12 +109,12 @@ pub fn count_inconclusive(cx: &mut Ctx, at: &str, why: &str) -> bool {
                 "Rolling back: {n} inconclusive analyses exceed inconclusiveLimit {limit}; \
                  last: {why}.{hint}"
             );
-            cx.start_rollback(INCONCLUSIVE_LIMIT, msg);
+            cx.start_rollback(DecisionReason::InconclusiveLimit, msg);
             true
         }
         InconclusiveAction::Pause => {
             // The Paused event is emitted where the phase changes.
-            cx.status.hold_reason = Some(INCONCLUSIVE_LIMIT.into());
+            cx.set_hold(Some(HoldReason::InconclusiveLimit));
             false
         }
     }

@@ -9,7 +9,7 @@
 //!   annotation, still present after a crash or a failed removal, approves nothing more. The
 //!   memory is dropped when the annotation is seen gone.
 
-use super::machine::Ctx;
+use super::ctx::Ctx;
 use super::observations::Action;
 
 /// The annotation asks for approval and has not been acted on yet.

@@ -2,7 +2,7 @@
 //! next stage from what the current stage measured, and refuse a step it could not carry.
 //!
 //! Load per candidate pod there = total rate × the next stage's share / its candidate pods,
-//! with the share and pods the router will really give (`traffic::replica_split`: one replica
+//! with the share and pods the router will really give (`traffic::Router::split`: one replica
 //! gives 50% on one pod, whatever the plan says). Capacity per pod from the candidate's
 //! measured CPU and I/O seconds per request and its config (`analysis::capacity`), capped by
 //! its CPU limit. Every analysis of the current stage with the split in force, enough
@@ -19,17 +19,17 @@
 //! (no capacity model); both are told in an Event at the start.
 
 use super::analysis::{count_inconclusive, describe_stage};
-use super::machine::Ctx;
+use super::ctx::Ctx;
 use super::validate::Timing;
 use crate::analysis::{candidate_config, predict, PerRequest, Prediction, Unit};
+use crate::api::reason::{DecisionReason, HoldReason};
 use crate::api::{
     AnalysisRecord, BuiltinMetric, CapacityGate, ConcurrencyExperimentSpec, InconclusiveAction,
-    RenderedServer, Router, ServerKind, Verdict,
+    RenderedServer, ServerKind, Verdict,
 };
-use crate::traffic::{split, Sizing};
 
 /// Decision, hold and Event reason when the candidate could not carry the next stage.
-pub const INSUFFICIENT_CAPACITY: &str = "InsufficientCapacity";
+pub const INSUFFICIENT_CAPACITY: &str = HoldReason::InsufficientCapacity.as_str();
 /// Condition reason while a step waits for the measurements to predict it.
 pub const CAPACITY_UNKNOWN: &str = "CapacityUnknown";
 /// Event reason at the start when the gate does not apply.
@@ -99,12 +99,12 @@ pub fn gate(cx: &mut Ctx, t: &Timing, index: usize, new_analysis: bool) -> Gate 
             InconclusiveAction::Rollback => {
                 let next = stage_name(cx.spec, index + 1);
                 let msg = format!("Rolling back before stage {next}: {message}");
-                cx.start_rollback(INSUFFICIENT_CAPACITY, msg);
+                cx.start_rollback(DecisionReason::InsufficientCapacity, msg);
                 Gate::RolledBack
             }
             InconclusiveAction::Pause => {
                 // The Event (with the numbers) is emitted where the phase changes.
-                cx.status.hold_reason = Some(INSUFFICIENT_CAPACITY.into());
+                cx.set_hold(Some(HoldReason::InsufficientCapacity));
                 Gate::Closed
             }
         },
@@ -426,57 +426,4 @@ fn lower_first(s: &str) -> String {
         Some(f) => f.to_lowercase().chain(c).collect(),
         None => String::new(),
     }
-}
-
-/// Per stage, the candidate's share the router really gives.
-pub fn planned_effective_weights(
-    spec: &ConcurrencyExperimentSpec,
-    original: i32,
-    sizing: Sizing,
-) -> Vec<i32> {
-    spec.stages
-        .iter()
-        .map(|s| split(spec.traffic.router, original, s.weight, sizing).planned_effective_weight)
-        .collect()
-}
-
-/// Percentage points a stage's real share may miss its planned weight by before the start
-/// says so: 2 of 6 pods (33% for 30%) is rounding, 1 + 1 pods (50% for 30%) is not.
-pub const COARSE_SPLIT_POINTS: i32 = 5;
-
-/// The `CoarseSplit` message when the replicas router cannot give the planned weights (one
-/// stage off by more than `COARSE_SPLIT_POINTS`); `status.plannedEffectiveWeights` always
-/// shows the real shares.
-pub fn coarse_split(
-    spec: &ConcurrencyExperimentSpec,
-    original: i32,
-    sizing: Sizing,
-) -> Option<String> {
-    if spec.traffic.router != Router::Replicas {
-        return None;
-    }
-    let effective = planned_effective_weights(spec, original, sizing);
-    let planned: Vec<i32> = spec.stages.iter().map(|s| s.weight).collect();
-    let coarse = effective
-        .iter()
-        .zip(&planned)
-        .any(|(e, p)| (e - p).abs() > COARSE_SPLIT_POINTS);
-    if !coarse {
-        return None;
-    }
-    let list = |v: &[i32]| {
-        v.iter()
-            .map(|w| format!("{w}%"))
-            .collect::<Vec<_>>()
-            .join(", ")
-    };
-    let replicas = if original == 1 { "replica" } else { "replicas" };
-    Some(format!(
-        "Deployment {} has {original} {replicas}: the replicas router splits traffic by pods, \
-         so the candidate gets {} for the planned {}. For exact weights use traffic.router: \
-         gatewayAPI, or run the target with more replicas.",
-        spec.target_ref.name,
-        list(&effective),
-        list(&planned)
-    ))
 }

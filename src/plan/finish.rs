@@ -1,10 +1,11 @@
 //! The ends of an experiment: promoting, rolling back, and deletion (finalizer). Each waits for
 //! the baseline (or the promoted target) to serve at full strength before the candidate goes.
 
-use super::machine::Ctx;
+use super::ctx::Ctx;
 use super::observations::{Action, EventType};
 use super::timing::POLL;
-use crate::api::{Phase, Router};
+use crate::api::reason::DecisionReason;
+use crate::api::Phase;
 
 /// Promoting: write the candidate config into the target and scale it back to its original
 /// size; once it is rolled out, restore the route (gatewayAPI), then remove the candidate.
@@ -15,7 +16,7 @@ pub fn promote(cx: &mut Ctx) {
         return;
     };
     let original = cx.original();
-    let gateway = cx.spec.traffic.router == Router::GatewayApi;
+    let router = cx.spec.traffic.router;
     let t = &target.deployment;
     if !target.runs_candidate_config {
         cx.actions.push(Action::PromoteTarget);
@@ -31,7 +32,7 @@ pub fn promote(cx: &mut Ctx) {
         ));
         return cx.wait(POLL);
     }
-    if gateway && cx.obs.effective_weight != 0 {
+    if router.needs_restore(cx.obs.effective_weight) {
         cx.actions.push(Action::RestoreRoute);
         cx.status.message =
             Some("Promoting: the target runs the candidate config; restoring the route.".into());
@@ -59,8 +60,11 @@ pub fn promote(cx: &mut Ctx) {
 pub fn roll_back(cx: &mut Ctx) {
     cx.update_variants();
     cover_candidate_autoscaler(cx);
-    let gateway = cx.spec.traffic.router == Router::GatewayApi;
-    let route_restored = !gateway || cx.obs.effective_weight == 0;
+    let route_restored = !cx
+        .spec
+        .traffic
+        .router
+        .needs_restore(cx.obs.effective_weight);
     if !route_restored {
         cx.actions.push(Action::RestoreRoute);
     }
@@ -122,7 +126,7 @@ pub fn delete(cx: &mut Ctx) {
         return;
     }
     let msg = "The experiment is being deleted; restoring the baseline.".to_string();
-    cx.start_rollback("Deleted", msg);
+    cx.start_rollback(DecisionReason::Deleted, msg);
     roll_back(cx);
     cx.release = cx.status.phase == Phase::RolledBack;
 }

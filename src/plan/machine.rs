@@ -1,19 +1,14 @@
-//! The entry point: `step` routes one reconcile's observations to the phase handlers, and the
-//! context they share (the status being built, the actions, events and requeue time).
+//! The entry point: `step` routes one reconcile's observations to the phase handlers (the
+//! context they share is `ctx`), and the checks that apply in every phase.
 
-use std::time::Duration;
-
-use jiff::Timestamp;
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
-
-use super::observations::{Action, EventType, Observations, Step};
+use super::ctx::Ctx;
+use super::observations::{EventType, Observations, Step};
 use super::validate::{validate, Timing};
-use super::{analysis, approval, capacity, conditions, finish, progress, retry, timing};
+use super::{approval, capacity, finish, progress, retry, split, timing};
+use crate::api::reason::DecisionReason;
 use crate::api::{
-    ConcurrencyExperimentSpec, ConcurrencyExperimentStatus, Decision, DecisionAction,
-    OriginalState, Phase, RenderedServer, TargetScale, VariantStatus,
+    ConcurrencyExperimentSpec, ConcurrencyExperimentStatus, OriginalState, Phase, TargetScale,
 };
-use crate::traffic::{self, ReplicaSplit, Sizing};
 use crate::workload::TemplateFingerprint;
 
 /// One reconcile: what to do and the status to write. Pure, level-triggered and idempotent:
@@ -29,7 +24,21 @@ pub fn step(
     run(&mut cx);
     approval::settle(&mut cx);
     retry::settle(&mut cx);
+    remember_route(&mut cx);
     cx.finish()
+}
+
+/// The route's backendRefs as they were before the experiment touched them, kept once (with
+/// the first status that has `original`) so a rollback or deletion can put them back exactly.
+/// The shell reports them only while the route is not split: a split route is never recorded.
+fn remember_route(cx: &mut Ctx) {
+    let (Some(original), Some(refs)) = (cx.status.original.as_mut(), &cx.obs.route_backend_refs)
+    else {
+        return;
+    };
+    if original.route_backend_refs.is_none() {
+        original.route_backend_refs = Some(refs.clone());
+    }
 }
 
 fn run(cx: &mut Ctx) {
@@ -53,9 +62,10 @@ fn run(cx: &mut Ctx) {
         Err(msg) => {
             match phase {
                 Phase::Pending => return invalid(cx, msg),
-                Phase::Progressing | Phase::Paused => {
-                    cx.start_rollback("InvalidSpec", format!("The spec became invalid: {msg}."))
-                }
+                Phase::Progressing | Phase::Paused => cx.start_rollback(
+                    DecisionReason::InvalidSpec,
+                    format!("The spec became invalid: {msg}."),
+                ),
                 // Promotion and rollback need no durations; finish them.
                 _ => {}
             }
@@ -69,14 +79,14 @@ fn run(cx: &mut Ctx) {
         )
     {
         cx.start_rollback(
-            "Aborted",
+            DecisionReason::Aborted,
             "Aborted on request; restoring the baseline.".into(),
         );
     }
     if cx.obs.target.is_none() && !matches!(cx.status.phase, Phase::Pending | Phase::RollingBack) {
         let name = &cx.spec.target_ref.name;
         let msg = format!("Target Deployment {name} disappeared; removing the candidate.");
-        cx.start_rollback("TargetMissing", msg);
+        cx.start_rollback(DecisionReason::TargetMissing, msg);
     }
     match (cx.status.phase, timing) {
         (Phase::Pending, Some(t)) => pending(cx, &t),
@@ -124,7 +134,7 @@ fn target_changed(cx: &mut Ctx) {
         before.changes(&now).join(", "),
         original.replicas
     );
-    cx.start_rollback("TargetChanged", msg);
+    cx.start_rollback(DecisionReason::TargetChanged, msg);
 }
 
 /// Someone else set the target's replicas to a count this experiment did not set (neither the
@@ -198,7 +208,7 @@ fn in_the_way(cx: &mut Ctx) -> bool {
                 "{what} {exists} but {is} not managed by this experiment (replaced by someone \
                  else); rolling back without touching {it}."
             );
-            cx.start_rollback("NotOwned", msg);
+            cx.start_rollback(DecisionReason::NotOwned, msg);
             false
         }
         _ => false,
@@ -235,7 +245,7 @@ fn pending(cx: &mut Ctx, t: &Timing) {
     cx.update_variants();
     cx.enter_stage(0);
     // Told once, at the start: what the router can really give, and a gate that is off.
-    if let Some(msg) = capacity::coarse_split(cx.spec, cx.original(), cx.sizing()) {
+    if let Some(msg) = split::coarse_split(cx.spec, cx.original(), cx.sizing()) {
         cx.event(EventType::Normal, "CoarseSplit", msg);
     }
     if let Some(why) = capacity::off_reason(cx.spec, t).filter(|_| cx.spec.stages.len() > 1) {
@@ -246,273 +256,4 @@ fn pending(cx: &mut Ctx, t: &Timing) {
         cx.event(EventType::Normal, capacity::CAPACITY_GATE_OFF, msg);
     }
     progress::run(cx, t);
-}
-
-/// What the handlers share while building one `Step`.
-pub(crate) struct Ctx<'a> {
-    pub spec: &'a ConcurrencyExperimentSpec,
-    pub obs: &'a Observations,
-    pub status: ConcurrencyExperimentStatus,
-    pub actions: Vec<Action>,
-    pub requeue: Option<Duration>,
-    pub release: bool,
-    /// The CamelCase why of the current state, for conditions; defaults to the phase.
-    pub reason: String,
-    /// The spec changed since the last step (re-apply the candidate).
-    pub spec_changed: bool,
-    initial_phase: Phase,
-}
-
-impl<'a> Ctx<'a> {
-    fn new(
-        spec: &'a ConcurrencyExperimentSpec,
-        status: &ConcurrencyExperimentStatus,
-        obs: &'a Observations,
-    ) -> Self {
-        let initial_phase = status.phase;
-        let mut status = status.clone();
-        let spec_changed = status
-            .observed_generation
-            .is_some_and(|g| g != obs.generation);
-        status.observed_generation = Some(obs.generation);
-        Ctx {
-            spec,
-            obs,
-            status,
-            actions: Vec::new(),
-            requeue: None,
-            release: false,
-            reason: String::new(),
-            spec_changed,
-            initial_phase,
-        }
-    }
-
-    fn finish(mut self) -> Step {
-        self.record_target_scale();
-        let phase = self.status.phase;
-        // A terminal status is left alone once written; replays must not touch it.
-        if !phase.is_terminal() || phase != self.initial_phase {
-            let reason = if self.reason.is_empty() {
-                match (&self.status.decision, phase) {
-                    (Some(d), Phase::RollingBack | Phase::RolledBack) => d.reason.clone(),
-                    _ => phase.as_str().to_string(),
-                }
-            } else {
-                self.reason.clone()
-            };
-            conditions::sync(&mut self.status, &reason, self.obs.generation, self.obs.now);
-        }
-        Step {
-            actions: self.actions,
-            status: self.status,
-            requeue_after: if phase.is_terminal() {
-                None
-            } else {
-                self.requeue
-            },
-            release_finalizer: self.release,
-        }
-    }
-
-    /// Keeps only the last `ScaleTarget` of the step — the size the step leaves the target at
-    /// (an earlier one that ran alone would be a count never recorded, and look like someone
-    /// else's) — and records it in `status.targetScale`, with the count it replaces.
-    fn record_target_scale(&mut self) {
-        let Some(target) = &self.obs.target else {
-            return;
-        };
-        let is_scale = |a: &Action| matches!(a, Action::ScaleTarget { .. });
-        let mut earlier = self
-            .actions
-            .iter()
-            .filter(|a| is_scale(a))
-            .count()
-            .saturating_sub(1);
-        self.actions.retain(|a| {
-            let drop = earlier > 0 && is_scale(a);
-            earlier -= usize::from(drop);
-            !drop
-        });
-        let asked = self.actions.iter().find_map(|a| match a {
-            Action::ScaleTarget { replicas } => Some(*replicas),
-            _ => None,
-        });
-        let from = target.deployment.replicas;
-        let phase = self.status.phase;
-        let running = phase != Phase::Pending && !phase.is_terminal();
-        match asked {
-            Some(to) => self.status.target_scale = Some(TargetScale { from, to }),
-            // From the first step on (and for experiments started before this was recorded),
-            // so that a person's scaling is told apart even when the experiment never scales.
-            None if running && self.status.target_scale.is_none() => {
-                self.status.target_scale = Some(TargetScale { from, to: from })
-            }
-            None => {}
-        }
-    }
-
-    pub fn now(&self) -> Timestamp {
-        self.obs.now
-    }
-
-    pub fn event(&mut self, type_: EventType, reason: &str, message: String) {
-        self.actions.push(Action::Event {
-            type_,
-            reason: reason.to_string(),
-            message,
-        });
-    }
-
-    pub fn wait(&mut self, d: Duration) {
-        self.requeue = timing::sooner(self.requeue, d);
-    }
-
-    /// The target's replicas before the experiment (its current count if never recorded).
-    pub fn original(&self) -> i32 {
-        match (&self.status.original, &self.obs.target) {
-            (Some(o), _) => o.replicas,
-            (None, Some(t)) => t.deployment.replicas,
-            (None, None) => 0,
-        }
-    }
-
-    /// Who sizes the target: an HPA on it, or this experiment.
-    pub fn sizing(&self) -> Sizing {
-        match &self.obs.autoscaler {
-            Some(a) => Sizing::Autoscaled {
-                max: a.max_replicas,
-            },
-            None => Sizing::Fixed,
-        }
-    }
-
-    /// The pods a stage of `weight` percent gives each variant, and the share that makes.
-    pub fn split(&self, weight: i32) -> ReplicaSplit {
-        traffic::split(
-            self.spec.traffic.router,
-            self.original(),
-            weight,
-            self.sizing(),
-        )
-    }
-
-    /// Starts stage `index`: its clock starts once the split is in force.
-    pub fn enter_stage(&mut self, index: usize) {
-        self.set_stage(index);
-        let (n, weight) = (self.spec.stages.len(), self.status.planned_weight);
-        let (reason, verb) = if index == 0 {
-            ("Started", "Starting")
-        } else {
-            ("StageAdvanced", "Advancing to")
-        };
-        let candidate = self.spec.candidate.summary();
-        let msg = format!(
-            "{verb} stage {}/{n}: {weight}% of traffic to the candidate ({candidate}).",
-            index + 1
-        );
-        self.event(EventType::Normal, reason, msg);
-    }
-
-    /// Stage `index` without an Event (a restart says why itself).
-    pub fn set_stage(&mut self, index: usize) {
-        let n = self.spec.stages.len();
-        let weight = self.spec.stages.get(index).map_or(100, |s| s.weight);
-        self.status.stage_index = Some(index as i32);
-        self.status.stage = Some(format!("{}/{n}", index + 1));
-        self.status.planned_weight = weight;
-        self.status.stage_entered_at = Some(Time(self.now()));
-        self.status.stage_started_at = None;
-        self.status.stage_passed_analyses = 0;
-    }
-
-    /// Forgets what was measured and decided about the candidate: counters, history, the
-    /// baseline reference, the last verdict and holds. The time of the last analysis stays,
-    /// so an analysis already seen is not counted again.
-    pub fn forget_measurements(&mut self) {
-        let st = &mut self.status;
-        st.analyses.clear();
-        st.baseline_reference.clear();
-        st.last_verdict = None;
-        st.failed_analyses = 0;
-        st.inconclusive_analyses = 0;
-        st.stage_passed_analyses = 0;
-        st.no_data_analyses = 0;
-        st.hold_reason = None;
-        st.capacity_gate = None;
-        st.conditions.retain(|c| c.type_ != conditions::NO_DATA);
-    }
-
-    /// Decides to roll back (once): the rollback handler then restores the baseline.
-    pub fn start_rollback(&mut self, reason: &str, message: String) {
-        if matches!(self.status.phase, Phase::RollingBack) || self.status.phase.is_terminal() {
-            return;
-        }
-        self.status.phase = Phase::RollingBack;
-        self.status.hold_reason = None;
-        self.status.message = Some(message.clone());
-        self.status.decision = Some(Decision {
-            action: DecisionAction::Rollback,
-            reason: reason.to_string(),
-            message: message.clone(),
-            at: Time(self.now()),
-        });
-        self.event(EventType::Warning, reason, message);
-    }
-
-    /// Decides to promote (once): the promotion handler then writes the candidate config.
-    pub fn start_promotion(&mut self, reason: &str, message: String) {
-        self.status.phase = Phase::Promoting;
-        self.status.hold_reason = None;
-        self.status.message = Some(message.clone());
-        self.status.decision = Some(Decision {
-            action: DecisionAction::Promote,
-            reason: reason.to_string(),
-            message: message.clone(),
-            at: Time(self.now()),
-        });
-        self.event(EventType::Normal, "Promoting", message);
-    }
-
-    /// Refreshes the per-variant replica counts and configs from the observations.
-    pub fn update_variants(&mut self) {
-        self.status.effective_weight = self.obs.effective_weight;
-        let target_name = &self.spec.target_ref.name;
-        // The regex `{{pods}}` gets for each variant, so a person can paste it into PromQL.
-        let pods = |deployment: &str| Some(crate::analysis::pods_regex(deployment));
-        if let Some(t) = &self.obs.target {
-            let previous = self.status.baseline.take();
-            // With its app container gone, the config last read from the target is the best
-            // account of what the baseline ran.
-            let config = t
-                .baseline
-                .clone()
-                .or_else(|| previous.map(|b| b.config))
-                .unwrap_or_default();
-            self.status.baseline = Some(VariantStatus {
-                deployment: target_name.clone(),
-                replicas: t.deployment.replicas,
-                ready_replicas: t.deployment.ready_replicas,
-                summary: config.summary(),
-                config,
-                pods: pods(target_name),
-            });
-        }
-        let config = RenderedServer::from(&self.spec.candidate);
-        let c = self.obs.candidate.clone().unwrap_or_default();
-        let candidate = crate::workload::candidate_name(target_name);
-        self.status.candidate = Some(VariantStatus {
-            pods: pods(&candidate),
-            deployment: candidate,
-            replicas: c.replicas,
-            ready_replicas: c.ready_replicas,
-            summary: config.summary(),
-            config,
-        });
-    }
-
-    /// Records one analysis; returns true when it decided to roll back.
-    pub fn record_analysis(&mut self, stage_index: usize) -> bool {
-        analysis::record(self, stage_index)
-    }
 }

@@ -6,9 +6,10 @@
 //!
 //! 1. Observe: build `Observations` (target and candidate Deployments — the candidate is named
 //!    `workload::candidate_name(target)` —, `effective_weight`, abort/approval flags, deletion).
-//!    `effective_weight`: for `replicas`, `percent(candidate ready, candidate ready + target
-//!    ready)`; for `gatewayAPI`, the candidate's route weight, 0 once the original backendRefs
-//!    are back (that is how `RestoreRoute` is seen to have worked).
+//!    `effective_weight` is `traffic::Router::effective_weight`: for `replicas`, `percent(candidate
+//!    ready, candidate ready + target ready)`; for `gatewayAPI`, the candidate's route weight, 0
+//!    once the original backendRefs are back (that is how `RestoreRoute` is seen to have
+//!    worked).
 //! 2. If `analysis_due(spec, status, now)`, run the checks and pass the outcome in
 //!    `Observations::analysis` (record `at` = now, `stage_index` = `status.stage_index`).
 //! 3. `step(spec, status, obs)`; write `Step::status` to the status subresource, then run
@@ -18,8 +19,11 @@
 //! 4. Requeue after `Step::requeue_after` (`None` once finished); remove the finalizer when
 //!    `Step::release_finalizer`.
 //!
-//! For `gatewayAPI` the shell fills `status.original.routeBackendRefs` before its first
-//! `SetRouteWeights`; the machine only carries it along.
+//! For `gatewayAPI` the shell reports the route's backendRefs while the route is not split
+//! (`Observations::route_backend_refs`); the machine records them in
+//! `status.original.routeBackendRefs` with the first status that has `original`, before its
+//! first `SetRouteWeights`. Everything that depends on the router is asked of
+//! `traffic::Router`.
 //!
 //! Choices: abort is ignored once Promoting (the target may already carry the candidate
 //! config; there is no action to revert a template). Deleting mid-flight rolls back (decision
@@ -67,21 +71,25 @@ mod analysis;
 mod approval;
 mod capacity;
 pub mod conditions;
+mod ctx;
 mod finish;
 mod machine;
 mod observations;
+mod pause;
 mod progress;
 mod retry;
+mod split;
 mod timing;
 mod validate;
-
-#[cfg(test)]
-mod tests;
 
 pub use analysis::{failing_checks, INCONCLUSIVE_LIMIT, KEPT_ANALYSES, NO_DATA_LIMIT};
 pub use capacity::{CAPACITY_GATE_OFF, CAPACITY_UNKNOWN, INSUFFICIENT_CAPACITY};
 pub use machine::step;
 pub use observations::*;
-pub use progress::{AWAITING_APPROVAL, PAUSED_BY_USER, PROGRESS_DEADLINE_EXCEEDED};
+pub use pause::PAUSED_BY_USER;
+pub use progress::{AWAITING_APPROVAL, PROGRESS_DEADLINE_EXCEEDED};
 pub use timing::{analysis_due, deadline_passed, next_analysis_at, AFTER_WRITE, POLL, TARGET_POLL};
 pub use validate::{validate, Timing};
+
+#[cfg(test)]
+mod tests;

@@ -58,6 +58,11 @@ pub struct Observations {
     /// The split currently applied by the router, percent of traffic to the candidate.
     /// For `replicas` this is derived from ready pods; for `gatewayAPI` it is the route weight.
     pub effective_weight: i32,
+    /// The route's backendRefs (`traffic::route_backend_refs`, as JSON) while the route is
+    /// still the user's — not split by this experiment; `None` once split, and for a router
+    /// without a route. The machine records them once in `status.original.routeBackendRefs`,
+    /// as it records `original.replicas`, so a rollback or deletion can put them back.
+    pub route_backend_refs: Option<String>,
     /// Set when the shell ran an analysis in this reconcile (because `analysis_due` said so).
     pub analysis: Option<AnalysisOutcome>,
 }

@@ -1,27 +1,26 @@
 //! Progressing and Paused: apply the current stage's split without ever dropping capacity,
 //! start its clock when the split is in force, and advance when it has earned it.
 
-use super::analysis::INCONCLUSIVE_LIMIT;
-use super::approval;
-use super::capacity::{self, Gate, CAPACITY_UNKNOWN, INSUFFICIENT_CAPACITY};
-use super::conditions;
+use super::analysis;
+use super::capacity::{self, Gate, CAPACITY_UNKNOWN};
+use super::ctx::Ctx;
 use super::finish;
-use super::machine::Ctx;
 use super::observations::{Action, EventType};
+use super::pause::{self, Pause};
+use super::split;
 use super::timing::{self, POLL};
 use super::validate::Timing;
-use crate::api::{
-    ConcurrencyExperimentStatus, Phase, Promotion, RenderedServer, Router, ANNOTATION_APPROVE,
-};
+use crate::api::reason::{DecisionReason, HoldReason};
+use crate::api::{Phase, Promotion, RenderedServer, ANNOTATION_APPROVE};
+use crate::traffic::Live;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
-pub const AWAITING_APPROVAL: &str = "AwaitingApproval";
+pub const AWAITING_APPROVAL: &str = HoldReason::AwaitingApproval.as_str();
 /// Decision reason when a stage's split was not in force within `spec.progressDeadline`.
-pub const PROGRESS_DEADLINE_EXCEEDED: &str = "ProgressDeadlineExceeded";
-pub const PAUSED_BY_USER: &str = "PausedByUser";
+pub const PROGRESS_DEADLINE_EXCEEDED: &str = DecisionReason::ProgressDeadlineExceeded.as_str();
 
 pub fn run(cx: &mut Ctx, t: &Timing) {
-    let old_pause = pause_reason(&cx.status);
+    let old_pause = pause::stored(&cx.status);
     restart_if_candidate_changed(cx);
     let n = cx.spec.stages.len();
     let index = (cx.status.stage_index.unwrap_or(0).max(0) as usize).min(n - 1);
@@ -31,26 +30,26 @@ pub fn run(cx: &mut Ctx, t: &Timing) {
         cx.status.stage = Some(format!("{}/{n}", index + 1));
     }
     let seen = cx.status.last_analysis_at.clone();
-    if cx.record_analysis(index) {
+    if analysis::record(cx, index) {
         return finish::roll_back(cx);
     }
     let new_analysis = cx.status.last_analysis_at != seen;
-    lift_inconclusive_hold(cx);
-    lift_capacity_hold(cx, t, index);
+    pause::lift_inconclusive_hold(cx);
+    pause::lift_capacity_hold(cx, t, index);
     cx.status.planned_effective_weights =
-        capacity::planned_effective_weights(cx.spec, cx.original(), cx.sizing());
-    if cx.status.hold_reason.as_deref() == Some(AWAITING_APPROVAL) && !cx.spec.paused {
-        if let Some(by) = approve_promotion(cx) {
+        split::planned_effective_weights(cx.spec, cx.original(), cx.sizing());
+    if cx.hold() == Some(HoldReason::AwaitingApproval) && !cx.spec.paused {
+        if let Some(by) = pause::approve_promotion(cx) {
             let msg = format!("Approved by {by}: promoting the candidate into the target.");
-            cx.start_promotion("Approved", msg);
+            cx.start_promotion(DecisionReason::Approved, msg);
             return finish::promote(cx);
         }
     }
-    let mid_pause = pause_reason_now(cx);
+    let mid_pause = pause::now(cx);
     if mid_pause != old_pause {
-        pause_event(cx, mid_pause.clone());
+        pause::event(cx, mid_pause);
     }
-    let resumed = old_pause.as_deref() == Some(PAUSED_BY_USER) && !cx.spec.paused;
+    let resumed = old_pause == Some(Pause::ByUser) && !cx.spec.paused;
     let before_split = cx.actions.len();
     let mut in_force = apply_split(cx, index);
     start_clock(cx, in_force);
@@ -58,12 +57,12 @@ pub fn run(cx: &mut Ctx, t: &Timing) {
         // The split this stage asked for is abandoned: the rollback's actions replace it.
         cx.actions.truncate(before_split);
         let msg = deadline_message(cx, index);
-        cx.start_rollback(PROGRESS_DEADLINE_EXCEEDED, msg);
+        cx.start_rollback(DecisionReason::ProgressDeadlineExceeded, msg);
         return finish::roll_back(cx);
     }
     // After the clock: which analyses belong to the stage depends on when it started.
     capacity::refresh(cx, t, index);
-    let holding = cx.spec.paused || cx.status.hold_reason.is_some();
+    let holding = cx.spec.paused || cx.hold().is_some();
     let mut waiting = false;
     if !holding && stage_earned(cx, t, index) {
         if index + 1 < n {
@@ -73,7 +72,7 @@ pub fn run(cx: &mut Ctx, t: &Timing) {
                     in_force = apply_split(cx, index + 1);
                     start_clock(cx, in_force);
                 }
-                Gate::Closed => waiting = cx.status.hold_reason.is_none(),
+                Gate::Closed => waiting = cx.hold().is_none(),
                 Gate::RolledBack => {
                     // The split's actions give way to the rollback's; its Event stays.
                     let split: Vec<Action> = cx.actions.drain(before_split..).collect();
@@ -85,31 +84,31 @@ pub fn run(cx: &mut Ctx, t: &Timing) {
                 }
             }
         } else if cx.spec.promotion == Promotion::Manual {
-            match approve_promotion(cx) {
+            match pause::approve_promotion(cx) {
                 Some(by) => {
                     let msg = format!(
                         "All stages passed, approved by {by}: promoting the candidate into the \
                          target."
                     );
-                    cx.start_promotion("Approved", msg);
+                    cx.start_promotion(DecisionReason::Approved, msg);
                     return finish::promote(cx);
                 }
-                None => cx.status.hold_reason = Some(AWAITING_APPROVAL.into()),
+                None => cx.set_hold(Some(HoldReason::AwaitingApproval)),
             }
         } else {
             let msg = "All stages passed: promoting the candidate into the target.".to_string();
-            cx.start_promotion("StagesPassed", msg);
+            cx.start_promotion(DecisionReason::StagesPassed, msg);
             return finish::promote(cx);
         }
     }
-    let new_pause = pause_reason_now(cx);
+    let new_pause = pause::now(cx);
     cx.status.phase = if new_pause.is_some() {
         Phase::Paused
     } else {
         Phase::Progressing
     };
     if new_pause != mid_pause {
-        pause_event(cx, new_pause.clone());
+        pause::event(cx, new_pause);
     }
     cx.update_variants();
     describe(cx, t, in_force, new_pause, waiting);
@@ -193,73 +192,6 @@ fn start_clock(cx: &mut Ctx, in_force: bool) {
     }
 }
 
-/// The approve annotation lifts an inconclusive hold and is spent; the count starts again.
-/// `spec.approved` does not: left on, it would make every later hold meaningless.
-fn lift_inconclusive_hold(cx: &mut Ctx) {
-    if cx.status.hold_reason.as_deref() != Some(INCONCLUSIVE_LIMIT) || !approval::requested(cx) {
-        return;
-    }
-    approval::consume(cx);
-    let n = cx.status.inconclusive_analyses;
-    cx.status.hold_reason = None;
-    cx.status.inconclusive_analyses = 0;
-    let stage = cx.status.stage.clone().unwrap_or_default();
-    let msg = format!(
-        "Annotation {ANNOTATION_APPROVE} lifted the inconclusive hold at stage {stage} \
-         ({n} inconclusive analyses; the count starts again). Removing the annotation."
-    );
-    cx.event(EventType::Normal, "HoldLifted", msg);
-}
-
-/// An `InsufficientCapacity` hold ends with the approve annotation — the person takes the step
-/// the gate refused (at once, if the stage still has earned it), and the annotation is spent —
-/// or by itself once the spec lets the step pass (limit raised, gate off).
-fn lift_capacity_hold(cx: &mut Ctx, t: &Timing, index: usize) {
-    if cx.status.hold_reason.as_deref() != Some(INSUFFICIENT_CAPACITY) {
-        return;
-    }
-    let stage = cx.status.stage.clone().unwrap_or_default();
-    let next = cx
-        .status
-        .capacity_gate
-        .as_ref()
-        .map_or_else(String::new, |g| format!(" to stage {}", g.stage));
-    let msg = if capacity::allows(cx, t, index) {
-        format!(
-            "The capacity hold at stage {stage} is lifted: spec.analysis.maxPredictedUtilization \
-             ({}) now allows the step{next}.",
-            cx.spec.analysis.max_predicted_utilization
-        )
-    } else if approval::requested(cx) {
-        approval::consume(cx);
-        capacity::approve(cx);
-        format!(
-            "Annotation {ANNOTATION_APPROVE} lifted the capacity hold at stage {stage}: \
-             stepping{next} despite the predicted utilization. Removing the annotation."
-        )
-    } else {
-        return;
-    };
-    cx.status.hold_reason = None;
-    cx.event(EventType::Normal, "HoldLifted", msg);
-}
-
-/// Who approves the manual promotion, if anyone. An approve annotation present here is spent
-/// even when `spec.approved` already approves: this is the hold it was waiting for.
-fn approve_promotion(cx: &mut Ctx) -> Option<String> {
-    let annotation = approval::requested(cx);
-    if annotation {
-        approval::consume(cx);
-    }
-    if cx.obs.promotion_approved {
-        Some("spec.approved".into())
-    } else if annotation {
-        Some(format!("annotation {ANNOTATION_APPROVE}"))
-    } else {
-        None
-    }
-}
-
 /// Emits the actions that move towards stage `index`'s split; true when it is in force.
 /// Order: the candidate grows first; the target shrinks (replicas) or the route shifts
 /// (gatewayAPI) only once the candidate's pods are ready.
@@ -272,20 +204,27 @@ fn apply_split(cx: &mut Ctx, index: usize) -> bool {
     let mut split = cx.split(weight);
     let candidate = cx.obs.candidate.as_ref();
     let current = target.deployment.replicas;
-    // At 100 % with its own copy of the target's HPA, the candidate's size is the copy's.
+    let ready = candidate.map_or(0, |c| c.ready_replicas);
+    // At 100 % with its own copy of the target's HPA, the candidate's size is the copy's; what
+    // the baseline covers is then the smaller of that and the size the stage started from (the
+    // copy scaling up is not a loss to cover).
     let autoscaled = weight == 100 && cx.obs.candidate_autoscaled;
+    let mut covered = cx.original();
     if let (true, Some(c)) = (autoscaled, candidate) {
         split.candidate = c.replicas.max(1);
+        covered = covered.min(split.candidate);
     }
-    let effective = cx.obs.effective_weight;
+    let live = Live {
+        weight,
+        original: covered,
+        baseline_replicas: current,
+        baseline_ready: target.deployment.ready_replicas,
+        candidate_ready: ready,
+        effective_weight: cx.obs.effective_weight,
+    };
     // A candidate shrinks (a restart at stage 1, weights lowered in the spec) only once its
     // traffic is back on the baseline: the target ready at its share, or the route shifted.
-    let traffic_back = match router {
-        Router::Replicas => {
-            current >= split.baseline && target.deployment.ready_replicas >= split.baseline
-        }
-        Router::GatewayApi => effective == weight,
-    };
+    let traffic_back = router.traffic_back(&split, &live);
     let wanted_candidate = match candidate {
         Some(c) if c.replicas > split.candidate && !traffic_back => c.replicas,
         _ => split.candidate,
@@ -296,28 +235,15 @@ fn apply_split(cx: &mut Ctx, index: usize) -> bool {
             replicas: wanted_candidate,
         });
     }
-    let ready = candidate.map_or(0, |c| c.ready_replicas);
     let candidate_ready = ready >= split.candidate;
-    // The baseline covers what the candidate does not serve (yet, or any more, when its pods
-    // fail after the split was in force), so the service never runs below its original size.
-    // (With the candidate's HPA copy, what it covers is the smaller of the copy's size and the
-    // size the stage started from: the copy scaling up is not a loss to cover.)
-    let floor = if autoscaled {
-        split.candidate.min(cx.original())
-    } else {
-        cx.original()
-    };
-    let wanted = match router {
-        Router::Replicas => split.baseline.max(floor - ready),
-        Router::GatewayApi => split.baseline,
-    };
+    let wanted = router.baseline_replicas(&split, &live);
     // Growing the baseline is always safe; shrinking it waits for the candidate.
     if current < wanted || (current > wanted && candidate_ready) {
         cx.actions.push(Action::ScaleTarget { replicas: wanted });
     }
     // The target's HPA stops once the target is at 0: from then on the candidate, serving
     // everything, follows the load with a copy of it.
-    let hpa_stopped = router == Router::Replicas && current == 0 && wanted == 0;
+    let hpa_stopped = router.splits_by_pods() && current == 0 && wanted == 0;
     if weight == 100 && hpa_stopped && cx.obs.autoscaler.is_some() && !cx.obs.candidate_autoscaled {
         cx.actions.push(Action::EnsureCandidateAutoscaler);
     }
@@ -326,21 +252,11 @@ fn apply_split(cx: &mut Ctx, index: usize) -> bool {
     let candidate_done = candidate.is_some_and(|c| {
         c.replicas == split.candidate && c.rolled_out && cx.obs.candidate_runs_spec_config
     }) && candidate_ready;
-    match router {
-        Router::Replicas => {
-            candidate_done
-                && current == split.baseline
-                && effective >= split.planned_effective_weight
-        }
-        Router::GatewayApi => {
-            if candidate_ready && effective != weight {
-                cx.actions.push(Action::SetRouteWeights {
-                    candidate_weight: weight,
-                });
-            }
-            candidate_done && effective == weight
-        }
+    if let Some(candidate_weight) = router.weight_to_apply(&live, candidate_ready) {
+        cx.actions
+            .push(Action::SetRouteWeights { candidate_weight });
     }
+    router.in_force(&split, &live, candidate_done)
 }
 
 /// The stage's duration has passed since its split was in force, at least one analysis in it
@@ -354,86 +270,9 @@ fn stage_earned(cx: &Ctx, t: &Timing, index: usize) -> bool {
     ended && st.stage_passed_analyses >= 1 && st.last_verdict == Some(crate::api::Verdict::Pass)
 }
 
-/// Why the stored status is paused. Held at the promotion gate and paused by the spec, both
-/// apply; the stored condition says which one was reported (else every replay would see a
-/// change and repeat the event).
-fn pause_reason(status: &ConcurrencyExperimentStatus) -> Option<String> {
-    if status.phase != Phase::Paused {
-        return None;
-    }
-    let reported = conditions::get(status, conditions::PROGRESSING).map(|c| c.reason.as_str());
-    match (status.hold_reason.as_deref(), reported) {
-        (Some(_), Some(PAUSED_BY_USER)) => Some(PAUSED_BY_USER.into()),
-        (Some(h), _) => Some(h.to_string()),
-        (None, _) => Some(PAUSED_BY_USER.into()),
-    }
-}
-
-fn pause_reason_now(cx: &Ctx) -> Option<String> {
-    let hold = cx.status.hold_reason.as_deref();
-    match hold {
-        // Holds that need a person win over spec.paused: unpausing alone does not lift them.
-        Some(h @ (INCONCLUSIVE_LIMIT | INSUFFICIENT_CAPACITY)) => Some(h.into()),
-        _ if cx.spec.paused => Some(PAUSED_BY_USER.into()),
-        Some(h) => Some(h.to_string()),
-        None => None,
-    }
-}
-
-fn pause_event(cx: &mut Ctx, reason: Option<String>) {
-    let stage = cx.status.stage.clone().unwrap_or_default();
-    let (type_, reason, msg) = match reason.as_deref() {
-        None => (
-            EventType::Normal,
-            "Resumed",
-            format!("Resumed at stage {stage}."),
-        ),
-        Some(INCONCLUSIVE_LIMIT) => (
-            EventType::Warning,
-            INCONCLUSIVE_LIMIT,
-            format!(
-                "Paused at stage {stage}: {} inconclusive analyses exceed inconclusiveLimit {}; \
-                 annotate {ANNOTATION_APPROVE}=true to resume or abort to roll back.",
-                cx.status.inconclusive_analyses, cx.spec.analysis.inconclusive_limit
-            ),
-        ),
-        Some(INSUFFICIENT_CAPACITY) => (
-            EventType::Warning,
-            INSUFFICIENT_CAPACITY,
-            format!(
-                "Paused at stage {stage}: {} Annotate {ANNOTATION_APPROVE}=true to take the step \
-                 anyway, or abort to roll back.",
-                gate_message(cx)
-            ),
-        ),
-        Some(AWAITING_APPROVAL) => (
-            EventType::Normal,
-            AWAITING_APPROVAL,
-            format!(
-                "All stages passed; holding at stage {stage} until the promotion is approved \
-                 (spec.approved: true, or annotate {ANNOTATION_APPROVE}=true)."
-            ),
-        ),
-        Some(_) => (
-            EventType::Normal,
-            PAUSED_BY_USER,
-            format!("Paused by spec.paused at stage {stage}; analyses keep running."),
-        ),
-    };
-    cx.event(type_, reason, msg);
-}
-
-fn gate_message(cx: &Ctx) -> String {
-    cx.status
-        .capacity_gate
-        .as_ref()
-        .map(|g| g.message.clone())
-        .unwrap_or_default()
-}
-
 /// The status message, condition reason and requeue time for the state reached. `waiting`:
 /// the stage earned its step but the capacity gate cannot predict it yet.
-fn describe(cx: &mut Ctx, t: &Timing, in_force: bool, pause: Option<String>, waiting: bool) {
+fn describe(cx: &mut Ctx, t: &Timing, in_force: bool, paused: Option<Pause>, waiting: bool) {
     let stage = cx.status.stage.clone().unwrap_or_default();
     let planned = cx.status.planned_weight;
     let effective = cx.obs.effective_weight;
@@ -454,7 +293,7 @@ fn describe(cx: &mut Ctx, t: &Timing, in_force: bool, pause: Option<String>, wai
     } else {
         let started = cx.status.stage_started_at.as_ref().map(|s| s.0);
         let end = started.and_then(|s| timing::add(s, t.stage(index)));
-        if let (Some(end), None) = (end, &pause) {
+        if let (Some(end), None) = (end, &paused) {
             if cx.now() < end {
                 let d = timing::until(cx.now(), end);
                 cx.wait(d);
@@ -465,25 +304,25 @@ fn describe(cx: &mut Ctx, t: &Timing, in_force: bool, pause: Option<String>, wai
             "Stage {stage} at {effective}% of traffic ({}); {passed} passed analyses in this stage.",
             pods(cx)
         );
-        match &pause {
-            Some(r) if r == INSUFFICIENT_CAPACITY => format!(
+        match &paused {
+            Some(Pause::Hold(HoldReason::InsufficientCapacity)) => format!(
                 "{base} {} Annotate {ANNOTATION_APPROVE}=true to take the step anyway, or abort \
                  to roll back.",
-                gate_message(cx)
+                pause::gate_message(cx)
             ),
             _ if waiting => format!(
                 "{base} The capacity gate holds the step: {}",
-                gate_message(cx)
+                pause::gate_message(cx)
             ),
             _ => format!("{base}{}", gate_preview(cx, index)),
         }
     };
-    cx.status.message = Some(match &pause {
-        Some(r) => format!("Paused ({r}). {msg}"),
+    cx.status.message = Some(match &paused {
+        Some(r) => format!("Paused ({}). {msg}", r.as_str()),
         None => msg,
     });
-    if let Some(r) = pause {
-        cx.reason = r;
+    if let Some(r) = paused {
+        cx.reason = r.as_str().to_string();
     } else if waiting {
         cx.reason = CAPACITY_UNKNOWN.into();
     }

@@ -12,7 +12,7 @@
 //! experiment targets the same Deployment.
 
 use super::conditions;
-use super::machine::Ctx;
+use super::ctx::Ctx;
 use super::observations::{Action, EventType};
 use crate::api::{ConcurrencyExperimentStatus, Phase, ANNOTATION_RETRY};
 

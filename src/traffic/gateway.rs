@@ -7,10 +7,40 @@
 
 use serde_json::{json, Map, Value};
 
-use super::percent;
+use super::split::{percent, Live, ReplicaSplit};
 use crate::workload::WorkloadError;
 
 pub const HTTPROUTE_API_VERSION: &str = "gateway.networking.k8s.io/v1";
+
+/// The route weight is exact, so the baseline keeps all its pods and the candidate gets
+/// enough for its share (at least one).
+pub(super) fn split(original: i32, weight: i32) -> ReplicaSplit {
+    let candidate = ((original as i64 * weight as i64 + 99) / 100).max(1) as i32;
+    ReplicaSplit {
+        baseline: original,
+        candidate,
+        planned_effective_weight: weight,
+    }
+}
+
+/// The route carries the stage's weight.
+pub(super) fn traffic_back(live: &Live) -> bool {
+    live.effective_weight == live.weight
+}
+
+/// Shift the route once the candidate's pods are ready, until it carries the stage's weight.
+pub(super) fn weight_to_apply(live: &Live, candidate_ready: bool) -> Option<i32> {
+    (candidate_ready && live.effective_weight != live.weight).then_some(live.weight)
+}
+
+pub(super) fn in_force(live: &Live, candidate_done: bool) -> bool {
+    candidate_done && live.effective_weight == live.weight
+}
+
+/// The route still sends the candidate a share: its original backendRefs are not back.
+pub(super) fn needs_restore(effective_weight: i32) -> bool {
+    effective_weight != 0
+}
 
 /// The backendRefs of every rule, in rule order (`null` for a rule without any), as saved in
 /// `status.original.routeBackendRefs` before the first weighted patch.
@@ -211,179 +241,4 @@ fn route_name(route: &Value) -> String {
         .and_then(Value::as_str)
         .unwrap_or("(unnamed)")
         .to_string()
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use pretty_assertions::assert_eq;
-
-    const B: &str = "storefront-baseline";
-    const C: &str = "storefront-candidate";
-
-    /// Rule 0 sends /api to the target's Service, rule 1 sends /assets elsewhere, rule 2
-    /// redirects (no backendRefs).
-    fn route(api_refs: Value) -> Value {
-        json!({
-            "apiVersion": HTTPROUTE_API_VERSION,
-            "kind": "HTTPRoute",
-            "metadata": {"name": "storefront", "namespace": "shop", "resourceVersion": "41"},
-            "spec": {
-                "parentRefs": [{"name": "gateway"}],
-                "rules": [
-                    {"matches": [{"path": {"type": "PathPrefix", "value": "/api"}}],
-                     "backendRefs": api_refs},
-                    {"matches": [{"path": {"type": "PathPrefix", "value": "/assets"}}],
-                     "backendRefs": [{"name": "assets", "port": 8080}]},
-                    {"filters": [{"type": "RequestRedirect", "requestRedirect": {"statusCode": 301}}]}
-                ]
-            }
-        })
-    }
-
-    /// RFC 7386, as the API server applies a merge patch.
-    fn merge(target: &mut Value, patch: &Value) {
-        match (target.as_object_mut(), patch.as_object()) {
-            (Some(fields), Some(changes)) => {
-                for (key, value) in changes {
-                    if value.is_null() {
-                        fields.remove(key);
-                    } else {
-                        merge(fields.entry(key.clone()).or_insert(Value::Null), value);
-                    }
-                }
-            }
-            _ => *target = patch.clone(),
-        }
-    }
-
-    fn patched(route: &Value, weight: i32) -> Value {
-        let mut next = route.clone();
-        merge(
-            &mut next,
-            &weighted_route_patch(route, "storefront", B, C, weight).unwrap(),
-        );
-        next
-    }
-
-    #[test]
-    fn only_the_rule_sending_to_the_target_is_split() {
-        let original = route(json!([{"name": "storefront", "port": 80}]));
-        let patch = weighted_route_patch(&original, "storefront", B, C, 30).unwrap();
-        assert_eq!(patch["metadata"], json!({"resourceVersion": "41"}));
-        let rules = &patch["spec"]["rules"];
-        assert_eq!(
-            rules[0]["backendRefs"],
-            json!([{"name": B, "port": 80, "weight": 70}, {"name": C, "port": 80, "weight": 30}])
-        );
-        assert_eq!(rules[0]["matches"], original["spec"]["rules"][0]["matches"]);
-        assert_eq!(rules[1], original["spec"]["rules"][1]);
-        assert_eq!(rules[2], original["spec"]["rules"][2]);
-    }
-
-    #[test]
-    fn stages_move_the_weights_and_read_back() {
-        let original = route(json!([{"name": "storefront", "port": 80}]));
-        assert_eq!(route_weight(&original, B, C), None);
-        let mut current = original;
-        for stage in [30, 70, 100] {
-            current = patched(&current, stage);
-            assert_eq!(route_weight(&current, B, C), Some(stage));
-            assert_eq!(
-                current["spec"]["rules"][0]["backendRefs"]
-                    .as_array()
-                    .unwrap()
-                    .len(),
-                2
-            );
-        }
-        assert_eq!(current["spec"]["rules"][0]["backendRefs"][0]["weight"], 0);
-        assert_eq!(route_weight(&patched(&current, 0), B, C), Some(0));
-    }
-
-    #[test]
-    fn other_backends_keep_their_share_of_the_rule() {
-        let original = route(json!([
-            {"name": "storefront", "port": 80, "weight": 3},
-            {"name": "legacy", "port": 80}
-        ]));
-        let weights = |r: &Value| -> Vec<(String, i64)> {
-            r["spec"]["rules"][0]["backendRefs"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .map(|b| {
-                    (
-                        b["name"].as_str().unwrap().to_string(),
-                        b["weight"].as_i64().unwrap(),
-                    )
-                })
-                .collect()
-        };
-        let first = patched(&original, 30);
-        let expect = |b, c| {
-            vec![
-                (B.to_string(), b),
-                (C.to_string(), c),
-                ("legacy".to_string(), 100),
-            ]
-        };
-        assert_eq!(weights(&first), expect(210, 90));
-        let second = patched(&first, 70);
-        assert_eq!(weights(&second), expect(90, 210));
-        assert_eq!(route_weight(&second, B, C), Some(70));
-    }
-
-    #[test]
-    fn restore_puts_the_original_refs_back() {
-        let original = route(json!([{"name": "storefront", "port": 80, "filters": []}]));
-        let saved = route_backend_refs(&original).unwrap().to_string();
-        assert_eq!(
-            saved,
-            r#"[[{"filters":[],"name":"storefront","port":80}],[{"name":"assets","port":8080}],null]"#
-        );
-        let split = patched(&patched(&original, 30), 70);
-        assert_eq!(
-            split["spec"]["rules"][0]["backendRefs"][1]["filters"],
-            json!([])
-        );
-        let mut restored = split.clone();
-        merge(&mut restored, &restore_route_patch(&split, &saved).unwrap());
-        assert_eq!(restored, original);
-    }
-
-    #[test]
-    fn routes_that_cannot_be_split_or_restored_say_why() {
-        let elsewhere = route(json!([
-            {"name": "storefront", "port": 80, "namespace": "other"},
-            {"name": "storefront", "port": 80, "kind": "ServiceImport", "group": "multicluster.x-k8s.io"}
-        ]));
-        let err = weighted_route_patch(&elsewhere, "storefront", B, C, 30).unwrap_err();
-        assert_eq!(
-            err.to_string(),
-            "spec.traffic.httpRoute: no rule of HTTPRoute storefront has a backendRef to Service storefront"
-        );
-        assert_eq!(err.category(), "ServiceNotInRoute");
-
-        let empty = json!({"metadata": {"name": "r"}, "spec": {"rules": []}});
-        assert_eq!(
-            route_backend_refs(&empty).unwrap_err().category(),
-            "InvalidRoute"
-        );
-
-        let original = route(json!([{"name": "storefront", "port": 80}]));
-        let err = restore_route_patch(&original, "[null]").unwrap_err();
-        assert_eq!(err.category(), "RouteChanged");
-        assert!(
-            err.to_string()
-                .contains("1 rules were saved but HTTPRoute storefront now has 3"),
-            "{err}"
-        );
-        assert_eq!(
-            restore_route_patch(&original, "not json")
-                .unwrap_err()
-                .category(),
-            "InvalidOriginalRoute"
-        );
-    }
 }

@@ -5,8 +5,8 @@ use std::time::Duration;
 use tokio::sync::watch;
 
 use super::fixtures::{experiment, target, FakeApi};
-use super::index::ExperimentIndex;
-use super::{run, waking, RunConfig, Settings};
+use crate::controller::index::ExperimentIndex;
+use crate::controller::{run, waking, RunConfig, Settings};
 use crate::telemetry::{CancellationToken, Metrics, Readiness};
 
 /// Waits (up to 10 s, for a loaded machine) until `condition` holds.

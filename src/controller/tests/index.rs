@@ -1,6 +1,8 @@
-use super::*;
-use crate::api::ConcurrencyExperimentStatus;
-use crate::controller::fixtures::experiment;
+use kube::runtime::watcher::Event;
+
+use super::fixtures::experiment;
+use crate::api::{ConcurrencyExperiment, ConcurrencyExperimentStatus, Phase};
+use crate::controller::index::*;
 
 fn named(name: &str, target: &str, phase: Phase) -> ConcurrencyExperiment {
     let mut e = experiment();

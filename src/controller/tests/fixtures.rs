@@ -15,10 +15,10 @@ use kube::Client;
 use serde_json::{json, Value};
 use tokio::task::JoinHandle;
 
-use super::context::{Caches, Context, Settings, FINALIZER};
-use super::index::ExperimentIndex;
-use super::reconcile::reconcile;
 use crate::api::{ConcurrencyExperiment, Phase};
+use crate::controller::context::{Caches, Context, Settings, FINALIZER};
+use crate::controller::index::ExperimentIndex;
+use crate::controller::reconcile::reconcile;
 use crate::telemetry::Metrics;
 
 pub const NS: &str = "shop";
@@ -118,7 +118,7 @@ pub fn gateway_objects(fake: FakeApi) -> FakeApi {
 }
 
 /// One reconcile of the experiment as currently stored in the fake.
-pub async fn reconcile_stored(fake: &FakeApi) -> Result<Requeue, super::Error> {
+pub async fn reconcile_stored(fake: &FakeApi) -> Result<Requeue, crate::controller::Error> {
     let exp: ConcurrencyExperiment = fake.get(EXP).expect("experiment stored");
     let (ctx, server) = fake.context(std::slice::from_ref(&exp));
     let result = reconcile(Arc::new(exp), ctx).await;

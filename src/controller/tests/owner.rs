@@ -6,10 +6,10 @@ use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::Service;
 use serde_json::{json, Value};
 
-use super::act::Actor;
 use super::fixtures::*;
-use super::observe::Fetched;
 use crate::api::{ConcurrencyExperiment, Phase};
+use crate::controller::act::Actor;
+use crate::controller::observe::Fetched;
 use crate::plan::Action;
 
 /// A Deployment named like the candidate that a person made: our labels copied, no owner
@@ -115,7 +115,11 @@ async fn a_candidate_replaced_mid_flight_is_rolled_back_around_never_patched_or_
 }
 
 /// The actions as the shell runs them on what it fetched, while the stored objects have moved on.
-async fn act_on(fake: &FakeApi, fetched: &Fetched, actions: &[Action]) -> super::error::Result<()> {
+async fn act_on(
+    fake: &FakeApi,
+    fetched: &Fetched,
+    actions: &[Action],
+) -> crate::controller::error::Result<()> {
     let exp: ConcurrencyExperiment = fake.get(EXP).unwrap();
     let (ctx, server) = fake.context(std::slice::from_ref(&exp));
     let result = Actor::new(&ctx, &exp, fetched, None)

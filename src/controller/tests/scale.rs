@@ -8,8 +8,8 @@ use kube::runtime::watcher::Event;
 use serde_json::json;
 
 use super::fixtures::*;
-use super::index::ExperimentIndex;
-use super::waking;
+use crate::controller::index::ExperimentIndex;
+use crate::controller::waking;
 
 fn deployment(name: &str, owner: Option<&str>) -> Deployment {
     let mut d = target(3, 3);
@@ -70,8 +70,8 @@ async fn a_reconcile_reads_nothing_from_the_api_when_nothing_is_to_be_written() 
 
 #[tokio::test]
 async fn before_the_deployment_cache_is_listed_nothing_is_decided() {
-    use super::context::{Caches, Context, Settings};
     use crate::api::ConcurrencyExperiment;
+    use crate::controller::context::{Caches, Context, Settings};
     use kube::runtime::controller::Action as Requeue;
     use kube::runtime::reflector;
     // A running experiment right after an operator restart: its target exists, but the
@@ -98,7 +98,7 @@ async fn before_the_deployment_cache_is_listed_nothing_is_decided() {
         caches,
     );
     let stored: ConcurrencyExperiment = fake.get(EXP).unwrap();
-    let requeue = super::reconcile(Arc::new(stored), Arc::new(ctx))
+    let requeue = crate::controller::reconcile(Arc::new(stored), Arc::new(ctx))
         .await
         .unwrap();
     server.abort();

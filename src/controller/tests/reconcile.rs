@@ -8,8 +8,8 @@ use kube::ResourceExt;
 use serde_json::{json, Value};
 
 use super::fixtures::*;
-use super::reconcile::reconcile;
 use crate::api::{ConcurrencyExperiment, Phase, ANNOTATION_ABORT, ANNOTATION_RETRY};
+use crate::controller::reconcile::reconcile;
 
 #[tokio::test]
 async fn first_reconcile_only_adds_the_finalizer() {
@@ -98,7 +98,7 @@ async fn pending_experiment_applies_the_candidate_after_recording_status() {
     assert_eq!(s["plannedWeight"], json!(30));
     assert_eq!(
         s["original"],
-        json!({"replicas": 6, "templateHash": super::observe::template_hash(&target(6, 6))})
+        json!({"replicas": 6, "templateHash": crate::controller::observe::template_hash(&target(6, 6))})
     );
     assert_eq!(s["observedGeneration"], json!(1));
 }

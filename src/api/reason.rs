@@ -1,0 +1,142 @@
+//! Why an experiment holds and why it decided: the closed sets of reasons the stage machine
+//! writes into `status.holdReason` and `status.decision.reason` (and the Events and condition
+//! reasons that go with them). The status fields stay strings, so an object written by any
+//! operator version still reads; these enums are how code names a reason, and each is spelled
+//! exactly as it always was in status, Events and docs.
+
+use std::fmt;
+use std::str::FromStr;
+
+use serde::{Deserialize, Serialize};
+
+/// `status.holdReason`: what a `Paused` experiment waits for besides `spec.paused`.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum HoldReason {
+    /// Inconclusive analyses exceed `inconclusiveLimit` with `onInconclusive: pause`.
+    InconclusiveLimit,
+    /// The capacity gate predicts the candidate cannot carry the next stage.
+    InsufficientCapacity,
+    /// All stages passed; a `manual` promotion waits for approval.
+    AwaitingApproval,
+}
+
+impl HoldReason {
+    pub const ALL: [HoldReason; 3] = [
+        HoldReason::InconclusiveLimit,
+        HoldReason::InsufficientCapacity,
+        HoldReason::AwaitingApproval,
+    ];
+
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            HoldReason::InconclusiveLimit => "InconclusiveLimit",
+            HoldReason::InsufficientCapacity => "InsufficientCapacity",
+            HoldReason::AwaitingApproval => "AwaitingApproval",
+        }
+    }
+
+    /// The reason a stored `status.holdReason` names, `None` for one this version does not know.
+    pub fn parse(s: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|r| r.as_str() == s)
+    }
+}
+
+/// `status.decision.reason`: why the experiment promoted or rolled back.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum DecisionReason {
+    /// Promote: every stage passed (automatic promotion).
+    StagesPassed,
+    /// Promote: a manual promotion was approved.
+    Approved,
+    /// Roll back: more failed analyses than `failureLimit`.
+    CheckFailed,
+    /// Roll back: more inconclusive analyses than `inconclusiveLimit`.
+    InconclusiveLimit,
+    /// Roll back: the candidate cannot carry the next stage.
+    InsufficientCapacity,
+    /// Roll back: a stage's split was not in force within `progressDeadline`.
+    ProgressDeadlineExceeded,
+    /// Roll back: abort requested.
+    Aborted,
+    /// Roll back: the spec became invalid mid-flight.
+    InvalidSpec,
+    /// Roll back: the target Deployment disappeared.
+    TargetMissing,
+    /// Roll back: someone else changed the target's pod template.
+    TargetChanged,
+    /// Roll back: an object by one of the experiment's names is not its own.
+    NotOwned,
+    /// Roll back: the experiment is being deleted.
+    Deleted,
+}
+
+impl DecisionReason {
+    pub const ALL: [DecisionReason; 12] = [
+        DecisionReason::StagesPassed,
+        DecisionReason::Approved,
+        DecisionReason::CheckFailed,
+        DecisionReason::InconclusiveLimit,
+        DecisionReason::InsufficientCapacity,
+        DecisionReason::ProgressDeadlineExceeded,
+        DecisionReason::Aborted,
+        DecisionReason::InvalidSpec,
+        DecisionReason::TargetMissing,
+        DecisionReason::TargetChanged,
+        DecisionReason::NotOwned,
+        DecisionReason::Deleted,
+    ];
+
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            DecisionReason::StagesPassed => "StagesPassed",
+            DecisionReason::Approved => "Approved",
+            DecisionReason::CheckFailed => "CheckFailed",
+            DecisionReason::InconclusiveLimit => "InconclusiveLimit",
+            DecisionReason::InsufficientCapacity => "InsufficientCapacity",
+            DecisionReason::ProgressDeadlineExceeded => "ProgressDeadlineExceeded",
+            DecisionReason::Aborted => "Aborted",
+            DecisionReason::InvalidSpec => "InvalidSpec",
+            DecisionReason::TargetMissing => "TargetMissing",
+            DecisionReason::TargetChanged => "TargetChanged",
+            DecisionReason::NotOwned => "NotOwned",
+            DecisionReason::Deleted => "Deleted",
+        }
+    }
+
+    /// The reason a stored `status.decision.reason` names, `None` for one this version does not
+    /// know.
+    pub fn parse(s: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|r| r.as_str() == s)
+    }
+}
+
+impl fmt::Display for HoldReason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl fmt::Display for DecisionReason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Text that names no known reason.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("unknown reason {0:?}")]
+pub struct UnknownReason(pub String);
+
+impl FromStr for HoldReason {
+    type Err = UnknownReason;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Self::parse(s).ok_or_else(|| UnknownReason(s.to_string()))
+    }
+}
+
+impl FromStr for DecisionReason {
+    type Err = UnknownReason;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Self::parse(s).ok_or_else(|| UnknownReason(s.to_string()))
+    }
+}

@@ -1,0 +1,18 @@
+//! Unit tests of the reconcile shell: one file per subject; `fixtures` is the fake API server
+//! and the objects they share.
+
+mod analyse;
+mod config_source;
+mod error;
+mod experiments;
+mod fixtures;
+mod gateway;
+mod index;
+mod metrics;
+mod observe;
+mod owner;
+mod promote;
+mod reconcile;
+mod run;
+mod scale;
+mod status;

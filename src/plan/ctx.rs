@@ -1,0 +1,295 @@
+//! The context every handler of one step shares — the status being built, the actions,
+//! events and requeue time — and the primitives they build a step from (entering a stage,
+//! deciding to promote or roll back, holding). It depends on no handler: the handlers
+//! (`progress`, `finish`, `approval`, `analysis`, `capacity`, `retry`) use it, and `machine`
+//! routes a step to them.
+
+use std::time::Duration;
+
+use jiff::Timestamp;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+
+use super::conditions;
+use super::observations::{Action, EventType, Observations, Step};
+use super::timing;
+use crate::api::reason::{DecisionReason, HoldReason};
+use crate::api::{
+    ConcurrencyExperimentSpec, ConcurrencyExperimentStatus, Decision, DecisionAction, Phase,
+    RenderedServer, TargetScale, VariantStatus,
+};
+use crate::traffic::{ReplicaSplit, Sizing};
+
+/// What the handlers share while building one `Step`.
+pub(crate) struct Ctx<'a> {
+    pub spec: &'a ConcurrencyExperimentSpec,
+    pub obs: &'a Observations,
+    pub status: ConcurrencyExperimentStatus,
+    pub actions: Vec<Action>,
+    pub requeue: Option<Duration>,
+    pub release: bool,
+    /// The CamelCase why of the current state, for conditions; defaults to the phase.
+    pub reason: String,
+    /// The spec changed since the last step (re-apply the candidate).
+    pub spec_changed: bool,
+    initial_phase: Phase,
+}
+
+impl<'a> Ctx<'a> {
+    pub(super) fn new(
+        spec: &'a ConcurrencyExperimentSpec,
+        status: &ConcurrencyExperimentStatus,
+        obs: &'a Observations,
+    ) -> Self {
+        let initial_phase = status.phase;
+        let mut status = status.clone();
+        let spec_changed = status
+            .observed_generation
+            .is_some_and(|g| g != obs.generation);
+        status.observed_generation = Some(obs.generation);
+        Ctx {
+            spec,
+            obs,
+            status,
+            actions: Vec::new(),
+            requeue: None,
+            release: false,
+            reason: String::new(),
+            spec_changed,
+            initial_phase,
+        }
+    }
+
+    pub(super) fn finish(mut self) -> Step {
+        self.record_target_scale();
+        let phase = self.status.phase;
+        // A terminal status is left alone once written; replays must not touch it.
+        if !phase.is_terminal() || phase != self.initial_phase {
+            let reason = if self.reason.is_empty() {
+                match (&self.status.decision, phase) {
+                    (Some(d), Phase::RollingBack | Phase::RolledBack) => d.reason.clone(),
+                    _ => phase.as_str().to_string(),
+                }
+            } else {
+                self.reason.clone()
+            };
+            conditions::sync(&mut self.status, &reason, self.obs.generation, self.obs.now);
+        }
+        Step {
+            actions: self.actions,
+            status: self.status,
+            requeue_after: if phase.is_terminal() {
+                None
+            } else {
+                self.requeue
+            },
+            release_finalizer: self.release,
+        }
+    }
+
+    /// Keeps only the last `ScaleTarget` of the step — the size the step leaves the target at
+    /// (an earlier one that ran alone would be a count never recorded, and look like someone
+    /// else's) — and records it in `status.targetScale`, with the count it replaces.
+    fn record_target_scale(&mut self) {
+        let Some(target) = &self.obs.target else {
+            return;
+        };
+        let is_scale = |a: &Action| matches!(a, Action::ScaleTarget { .. });
+        let mut earlier = self
+            .actions
+            .iter()
+            .filter(|a| is_scale(a))
+            .count()
+            .saturating_sub(1);
+        self.actions.retain(|a| {
+            let drop = earlier > 0 && is_scale(a);
+            earlier -= usize::from(drop);
+            !drop
+        });
+        let asked = self.actions.iter().find_map(|a| match a {
+            Action::ScaleTarget { replicas } => Some(*replicas),
+            _ => None,
+        });
+        let from = target.deployment.replicas;
+        let phase = self.status.phase;
+        let running = phase != Phase::Pending && !phase.is_terminal();
+        match asked {
+            Some(to) => self.status.target_scale = Some(TargetScale { from, to }),
+            // From the first step on (and for experiments started before this was recorded),
+            // so that a person's scaling is told apart even when the experiment never scales.
+            None if running && self.status.target_scale.is_none() => {
+                self.status.target_scale = Some(TargetScale { from, to: from })
+            }
+            None => {}
+        }
+    }
+
+    pub fn now(&self) -> Timestamp {
+        self.obs.now
+    }
+
+    pub fn event(&mut self, type_: EventType, reason: &str, message: String) {
+        self.actions.push(Action::Event {
+            type_,
+            reason: reason.to_string(),
+            message,
+        });
+    }
+
+    pub fn wait(&mut self, d: Duration) {
+        self.requeue = timing::sooner(self.requeue, d);
+    }
+
+    /// The target's replicas before the experiment (its current count if never recorded).
+    pub fn original(&self) -> i32 {
+        match (&self.status.original, &self.obs.target) {
+            (Some(o), _) => o.replicas,
+            (None, Some(t)) => t.deployment.replicas,
+            (None, None) => 0,
+        }
+    }
+
+    /// Who sizes the target: an HPA on it, or this experiment.
+    pub fn sizing(&self) -> Sizing {
+        match &self.obs.autoscaler {
+            Some(a) => Sizing::Autoscaled {
+                max: a.max_replicas,
+            },
+            None => Sizing::Fixed,
+        }
+    }
+
+    /// The pods a stage of `weight` percent gives each variant, and the share that makes.
+    pub fn split(&self, weight: i32) -> ReplicaSplit {
+        self.spec
+            .traffic
+            .router
+            .split_sized(self.original(), weight, self.sizing())
+    }
+
+    /// Starts stage `index`: its clock starts once the split is in force.
+    pub fn enter_stage(&mut self, index: usize) {
+        self.set_stage(index);
+        let (n, weight) = (self.spec.stages.len(), self.status.planned_weight);
+        let (reason, verb) = if index == 0 {
+            ("Started", "Starting")
+        } else {
+            ("StageAdvanced", "Advancing to")
+        };
+        let candidate = self.spec.candidate.summary();
+        let msg = format!(
+            "{verb} stage {}/{n}: {weight}% of traffic to the candidate ({candidate}).",
+            index + 1
+        );
+        self.event(EventType::Normal, reason, msg);
+    }
+
+    /// Stage `index` without an Event (a restart says why itself).
+    pub fn set_stage(&mut self, index: usize) {
+        let n = self.spec.stages.len();
+        let weight = self.spec.stages.get(index).map_or(100, |s| s.weight);
+        self.status.stage_index = Some(index as i32);
+        self.status.stage = Some(format!("{}/{n}", index + 1));
+        self.status.planned_weight = weight;
+        self.status.stage_entered_at = Some(Time(self.now()));
+        self.status.stage_started_at = None;
+        self.status.stage_passed_analyses = 0;
+    }
+
+    /// What the experiment holds for (`status.holdReason`); a stored reason this version does
+    /// not know reads as none.
+    pub fn hold(&self) -> Option<HoldReason> {
+        self.status
+            .hold_reason
+            .as_deref()
+            .and_then(HoldReason::parse)
+    }
+
+    pub fn set_hold(&mut self, hold: Option<HoldReason>) {
+        self.status.hold_reason = hold.map(|h| h.to_string());
+    }
+
+    /// Forgets what was measured and decided about the candidate: counters, history, the
+    /// baseline reference, the last verdict and holds. The time of the last analysis stays,
+    /// so an analysis already seen is not counted again.
+    pub fn forget_measurements(&mut self) {
+        let st = &mut self.status;
+        st.analyses.clear();
+        st.baseline_reference.clear();
+        st.last_verdict = None;
+        st.failed_analyses = 0;
+        st.inconclusive_analyses = 0;
+        st.stage_passed_analyses = 0;
+        st.no_data_analyses = 0;
+        st.hold_reason = None;
+        st.capacity_gate = None;
+        st.conditions.retain(|c| c.type_ != conditions::NO_DATA);
+    }
+
+    /// Decides to roll back (once): the rollback handler then restores the baseline.
+    pub fn start_rollback(&mut self, reason: DecisionReason, message: String) {
+        if matches!(self.status.phase, Phase::RollingBack) || self.status.phase.is_terminal() {
+            return;
+        }
+        self.status.phase = Phase::RollingBack;
+        self.set_hold(None);
+        self.status.message = Some(message.clone());
+        self.status.decision = Some(Decision {
+            action: DecisionAction::Rollback,
+            reason: reason.to_string(),
+            message: message.clone(),
+            at: Time(self.now()),
+        });
+        self.event(EventType::Warning, reason.as_str(), message);
+    }
+
+    /// Decides to promote (once): the promotion handler then writes the candidate config.
+    pub fn start_promotion(&mut self, reason: DecisionReason, message: String) {
+        self.status.phase = Phase::Promoting;
+        self.set_hold(None);
+        self.status.message = Some(message.clone());
+        self.status.decision = Some(Decision {
+            action: DecisionAction::Promote,
+            reason: reason.to_string(),
+            message: message.clone(),
+            at: Time(self.now()),
+        });
+        self.event(EventType::Normal, "Promoting", message);
+    }
+
+    /// Refreshes the per-variant replica counts and configs from the observations.
+    pub fn update_variants(&mut self) {
+        self.status.effective_weight = self.obs.effective_weight;
+        let target_name = &self.spec.target_ref.name;
+        // The regex `{{pods}}` gets for each variant, so a person can paste it into PromQL.
+        let pods = |deployment: &str| Some(crate::analysis::pods_regex(deployment));
+        if let Some(t) = &self.obs.target {
+            let previous = self.status.baseline.take();
+            // With its app container gone, the config last read from the target is the best
+            // account of what the baseline ran.
+            let config = t
+                .baseline
+                .clone()
+                .or_else(|| previous.map(|b| b.config))
+                .unwrap_or_default();
+            self.status.baseline = Some(VariantStatus {
+                deployment: target_name.clone(),
+                replicas: t.deployment.replicas,
+                ready_replicas: t.deployment.ready_replicas,
+                summary: config.summary(),
+                config,
+                pods: pods(target_name),
+            });
+        }
+        let config = RenderedServer::from(&self.spec.candidate);
+        let c = self.obs.candidate.clone().unwrap_or_default();
+        let candidate = crate::workload::candidate_name(target_name);
+        self.status.candidate = Some(VariantStatus {
+            pods: pods(&candidate),
+            deployment: candidate,
+            replicas: c.replicas,
+            ready_replicas: c.ready_replicas,
+            summary: config.summary(),
+            config,
+        });
+    }
+}

@@ -1,0 +1,5 @@
+//! Unit tests of the routers: one file per subject.
+
+mod gateway;
+mod router;
+mod services;
