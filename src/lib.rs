@@ -11,6 +11,7 @@ pub mod drain;
 pub mod kubectl;
 pub mod leader;
 pub mod plan;
+pub mod prometheus;
 pub mod telemetry;
 pub mod traffic;
 pub mod workload;

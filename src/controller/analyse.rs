@@ -16,9 +16,10 @@ use super::observe::Fetched;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use crate::analysis::{self, AnalysisContext, PrometheusClient, PrometheusError};
+use crate::analysis::{self, AnalysisContext};
 use crate::api::{AnalysisRecord, ConcurrencyExperiment, ConcurrencyExperimentStatus, Verdict};
 use crate::plan::AnalysisOutcome;
+use crate::prometheus::{PrometheusClient, PrometheusError};
 use crate::telemetry::Metrics;
 use crate::workload;
 

@@ -19,9 +19,10 @@ use crate::analysis::recommend::MAX_THREADS;
 use crate::analysis::{
     busiest_pod_rate_template, cpu_per_request_template, headroom, io_per_request_template,
     io_share_template, pod_capacity, pods_regex, recommend, recommendation_table, render,
-    validate_names, PerRequest, PrometheusClient, TemplateVars, Unit,
+    validate_names, PerRequest, TemplateVars, Unit,
 };
 use crate::api::{format_duration, MetricNames, RenderedServer, ServerKind};
+use crate::prometheus::PrometheusClient;
 use crate::workload::{app_container, read_baseline};
 
 /// The Deployment as far as the estimate needs it.

@@ -8,8 +8,7 @@ use crate::api::{
     AnalysisRecord, BaselineReference, ConcurrencyExperimentStatus, InconclusiveAction, Verdict,
 };
 
-/// Analyses kept in status, newest last.
-pub const KEPT_ANALYSES: usize = 10;
+pub use crate::api::KEPT_ANALYSES;
 /// `hold_reason` while inconclusive analyses exceed the limit with `onInconclusive: pause`.
 pub const INCONCLUSIVE_LIMIT: &str = "InconclusiveLimit";
 /// Consecutive analyses without any data before the `NoData` warning.

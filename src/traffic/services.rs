@@ -177,7 +177,7 @@ fn variant_service(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::workload::fixtures::{experiment, puma, service, storefront, NAMESPACE};
+    use crate::workload::tests::fixtures::{experiment, puma, service, storefront, NAMESPACE};
     use pretty_assertions::assert_eq;
 
     fn labels(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {

@@ -7,9 +7,8 @@ use kube::ResourceExt;
 use pretty_assertions::assert_eq;
 
 use super::fixtures::*;
-use super::*;
 use crate::api::{RenderedServer, ServerConfig};
-use crate::plan;
+use crate::workload::*;
 
 #[test]
 fn candidate_deployment_joins_the_target_selector_with_its_own_labels() {
@@ -178,7 +177,7 @@ fn rollout_state_waits_like_kubectl_rollout_status() {
     let done = rollout_state(&with_status(3, settled(6)));
     assert_eq!(
         done,
-        plan::DeploymentState {
+        DeploymentState {
             replicas: 6,
             ready_replicas: 6,
             rolled_out: true

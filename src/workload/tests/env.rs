@@ -9,9 +9,9 @@ use k8s_openapi::api::core::v1::{
 };
 use pretty_assertions::assert_eq;
 
-use super::*;
+use super::fixtures::*;
 use crate::api::RenderedServer;
-use crate::workload::fixtures::*;
+use crate::workload::env::*;
 use crate::workload::{read_baseline, render_server, SERVER_VARS};
 
 fn from_config_map(name: &str, prefix: Option<&str>, optional: bool) -> EnvFromSource {

@@ -217,7 +217,7 @@ impl Check {
 
 /// Most per-interval samples a statistical test can have: the analyses kept in status and the
 /// current one.
-pub const MAX_MIN_SAMPLES: i32 = crate::plan::KEPT_ANALYSES as i32 + 1;
+pub const MAX_MIN_SAMPLES: i32 = super::status::KEPT_ANALYSES as i32 + 1;
 
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, KubeSchema)]
 #[serde(rename_all = "camelCase")]

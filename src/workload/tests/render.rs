@@ -4,8 +4,8 @@ use k8s_openapi::api::core::v1::{Container, EnvVar, EnvVarSource, ObjectFieldSel
 use pretty_assertions::assert_eq;
 
 use super::fixtures::*;
-use super::*;
 use crate::api::{FalconMode, FalconOptions, RenderedServer, ServerConfig, ServerKind};
+use crate::workload::*;
 
 fn rendered(mut c: Container, config: &ServerConfig) -> Container {
     render_server(&mut c, config).unwrap();

@@ -1,6 +1,7 @@
 //! One analysis: every check once per variant, the requests per variant, the I/O share, then
-//! judgement. Any error becomes an Inconclusive check with its reason — never a Pass, never a
-//! panic.
+//! judgement. The numbers come from a `MetricSource` (Prometheus in the operator, a table in
+//! the unit tests); any error becomes an Inconclusive check with its reason — never a Pass,
+//! never a panic.
 
 use futures::{stream, StreamExt};
 use jiff::Timestamp;
@@ -9,22 +10,21 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use std::collections::BTreeMap;
 
 use crate::api::{
-    parse_duration, parse_percent, Analysis, AnalysisRecord, BaselineReference,
-    CapacityMeasurement, Check, CheckResult, ConcurrencyExperimentSpec, QuantityError,
-    RenderedServer, Verdict, MAX_MIN_SAMPLES,
+    parse_duration, Analysis, AnalysisRecord, BaselineReference, CapacityMeasurement, Check,
+    CheckResult, ConcurrencyExperimentSpec, Recommendation, RenderedServer, Verdict,
 };
-use crate::plan::AnalysisOutcome;
 
 use super::capacity::{candidate_config, variant_capacity};
 use super::judge::{aggregate, judge_check, Limits, Unit};
-use super::prometheus::{PrometheusClient, PrometheusError, DEFAULT_TIMEOUT};
 use super::queries::{
-    builtin_template, busiest_pod_rate_template, cpu_per_request_template, io_per_request_template,
-    io_share_template, requests_template, total_rate_template, validate_names, QueryError,
+    busiest_pod_rate_template, cpu_per_request_template, io_per_request_template,
+    io_share_template, requests_template, total_rate_template,
 };
 use super::recommend::recommend_from_spec;
+use super::source::{MetricSource, PrometheusError};
 use super::stats;
-use super::template::{pods_regex, pods_regex_any, render, TemplateError, TemplateVars};
+use super::template::{pods_regex, pods_regex_any, render, TemplateVars};
+use super::validate::{check_template, AnalysisSpecError};
 
 /// Checks evaluated concurrently (two queries each).
 const CHECKS_IN_FLIGHT: usize = 4;
@@ -51,108 +51,15 @@ pub struct AnalysisContext {
     pub candidate_cpu_limit: Option<f64>,
 }
 
-/// A spec problem the schema cannot catch: a bad template, query, metric name or limit.
-#[derive(Debug, Clone, PartialEq, thiserror::Error)]
-pub enum AnalysisSpecError {
-    #[error(transparent)]
-    Quantity(#[from] QuantityError),
-    #[error(transparent)]
-    Template(#[from] TemplateError),
-    #[error(transparent)]
-    Query(#[from] QueryError),
-    /// A check's query template, with the field of that check.
-    #[error("spec.analysis.checks[{index}].query: {source}")]
-    CheckTemplate { index: usize, source: TemplateError },
-    #[error(
-        "spec.analysis.checks[{index}]{field}: check {check}: not valid PromQL once the template \
-         variables are filled in: {message}"
-    )]
-    PromQl {
-        index: usize,
-        /// `.query` for a custom check; empty for a built-in one (its metric names are wrong).
-        field: &'static str,
-        check: String,
-        message: String,
-    },
-    #[error(
-        "spec.analysis.statistical.minSamples: {value} is more than the {max} samples there can \
-         be (the last {kept} analyses kept in status and the current one), so the test would \
-         never run"
-    )]
-    MinSamples { value: i32, max: i32, kept: i32 },
-}
-
-impl AnalysisSpecError {
-    pub fn category(&self) -> &'static str {
-        match self {
-            AnalysisSpecError::Quantity(_) => "InvalidQuantity",
-            AnalysisSpecError::Template(e) => e.category(),
-            AnalysisSpecError::CheckTemplate { source, .. } => source.category(),
-            AnalysisSpecError::Query(e) => e.category(),
-            AnalysisSpecError::PromQl { .. } => "InvalidPromQL",
-            AnalysisSpecError::MinSamples { .. } => "InvalidStatistical",
-        }
-    }
-}
-
-/// A client for the spec's Prometheus with the default per-query timeout.
-pub fn client_for(analysis: &Analysis) -> Result<PrometheusClient, PrometheusError> {
-    PrometheusClient::new(&analysis.prometheus.url, DEFAULT_TIMEOUT)
-}
-
-/// The check's query template (built-in or custom).
-pub fn check_template(check: &Check, analysis: &Analysis) -> Result<String, AnalysisSpecError> {
-    match (&check.query, check.metric) {
-        (Some(q), _) => Ok(q.clone()),
-        (None, Some(m)) => Ok(builtin_template(m, check.quantile, &analysis.metrics)?),
-        (None, None) => Err(QueryError::BadName {
-            field: "checks",
-            value: check.display_name(),
-            kind: "check (neither metric nor query)",
-        }
-        .into()),
-    }
-}
-
-/// Everything in `spec.analysis` that only this code can judge, for `phase: Invalid`. Runs
-/// before any traffic moves: a query that cannot run would make every analysis Inconclusive
-/// and end in a rollback for nothing.
-pub fn validate(analysis: &Analysis) -> Result<(), AnalysisSpecError> {
-    let interval = parse_duration("spec.analysis.interval", &analysis.interval)?;
-    validate_names(&analysis.metrics)?;
-    let r = &analysis.recommendation;
-    parse_percent("spec.analysis.recommendation.minGain", &r.min_gain)?;
-    parse_percent("spec.analysis.recommendation.asyncAbove", &r.async_above)?;
-    if let Some(s) = analysis.statistical.as_ref() {
-        if s.min_samples > MAX_MIN_SAMPLES {
-            return Err(AnalysisSpecError::MinSamples {
-                value: s.min_samples,
-                max: MAX_MIN_SAMPLES,
-                kept: MAX_MIN_SAMPLES - 1,
-            });
-        }
-    }
-    // Values shaped like the real ones: the pod regex is what Prometheus will have to compile.
-    let placeholders = TemplateVars {
-        namespace: "namespace".into(),
-        pods: pods_regex_any(&["deployment", "deployment-candidate"]),
-        interval,
-        container: "container".into(),
-    };
-    for (index, check) in analysis.checks.iter().enumerate() {
-        Limits::from_check(check)?;
-        let name = check.display_name();
-        let template = check_template(check, analysis)?;
-        let query = render(&name, &template, &placeholders)
-            .map_err(|source| AnalysisSpecError::CheckTemplate { index, source })?;
-        promql_parser::parser::parse(&query).map_err(|e| AnalysisSpecError::PromQl {
-            index,
-            field: if check.query.is_some() { ".query" } else { "" },
-            check: name.clone(),
-            message: e.split_whitespace().collect::<Vec<_>>().join(" "),
-        })?;
-    }
-    Ok(())
+/// What one analysis yields, for the stage machine (`plan::Observations::analysis`).
+#[derive(Clone, Debug, PartialEq)]
+pub struct AnalysisOutcome {
+    pub record: AnalysisRecord,
+    /// Present when the I/O share could be measured in this analysis.
+    pub recommendation: Option<Recommendation>,
+    /// Prometheus answered every check's queries, with no sample for the candidate nor (below
+    /// 100%) the baseline: the metrics are not there at all, which no waiting for traffic fixes.
+    pub no_data: bool,
 }
 
 type QueryResult = Result<Option<f64>, PrometheusError>;
@@ -164,7 +71,7 @@ fn describe(variant: &str, e: &PrometheusError) -> String {
 /// Runs one analysis for the current interval. `history` is `status.analyses` (statistical
 /// samples) and `reference` is `status.baselineReference` (the baseline's values at 100%).
 pub async fn analyse(
-    client: &PrometheusClient,
+    source: &impl MetricSource,
     spec: &ConcurrencyExperimentSpec,
     ctx: &AnalysisContext,
     history: &[AnalysisRecord],
@@ -219,7 +126,7 @@ pub async fn analyse(
     let measures: Vec<_> = analysis
         .checks
         .iter()
-        .map(|c| measure_check(client, analysis, c, &baseline, &candidate, ctx.now))
+        .map(|c| measure_check(source, analysis, c, &baseline, &candidate, ctx.now))
         .collect();
     let checks = stream::iter(measures)
         .buffered(CHECKS_IN_FLIGHT)
@@ -233,7 +140,7 @@ pub async fn analyse(
             let q = render("requests", &t, v);
             async move {
                 match q {
-                    Ok(q) => client
+                    Ok(q) => source
                         .query_value(&q, ctx.now)
                         .await
                         .map_err(|e| describe("requests", &e)),
@@ -247,12 +154,12 @@ pub async fn analyse(
         let q = io_share_template(&analysis.metrics)
             .ok()
             .and_then(|t| render("ioShare", &t, &both).ok())?;
-        client.query_value(&q, ctx.now).await.ok().flatten()
+        source.query_value(&q, ctx.now).await.ok().flatten()
     };
     // At 100% the baseline serves nothing (see below): nothing of it to measure.
     let baseline_gone = ctx.weight >= 100;
     let capacity = measure_capacity(
-        client,
+        source,
         spec,
         ctx,
         (!baseline_gone).then_some(&baseline),
@@ -310,19 +217,19 @@ pub async fn analyse(
 /// One value for the capacity estimate; any failure is no value (the estimate is left out,
 /// never made up).
 async fn capacity_value(
-    client: &PrometheusClient,
+    source: &impl MetricSource,
     template: Option<&str>,
     vars: &TemplateVars,
     at: Timestamp,
 ) -> Option<f64> {
     let q = render("capacity", template?, vars).ok()?;
-    client.query_value(&q, at).await.ok().flatten()
+    source.query_value(&q, at).await.ok().flatten()
 }
 
 /// One variant's CPU and I/O seconds per request and busiest pod's rate; nothing for a
 /// variant that serves nothing (`None`).
 async fn variant_values(
-    client: &PrometheusClient,
+    source: &impl MetricSource,
     [cpu, io, busiest]: [Option<&str>; 3],
     vars: Option<&TemplateVars>,
     at: Timestamp,
@@ -331,16 +238,16 @@ async fn variant_values(
         return (None, None, None);
     };
     futures::join!(
-        capacity_value(client, cpu, vars, at),
-        capacity_value(client, io, vars, at),
-        capacity_value(client, busiest, vars, at)
+        capacity_value(source, cpu, vars, at),
+        capacity_value(source, io, vars, at),
+        capacity_value(source, busiest, vars, at)
     )
 }
 
 /// CPU and I/O seconds per request and the busiest pod's rate per variant (`baseline` is
 /// `None` when it serves nothing), the total rate over both, and each variant's capacity.
 async fn measure_capacity(
-    client: &PrometheusClient,
+    source: &impl MetricSource,
     spec: &ConcurrencyExperimentSpec,
     ctx: &AnalysisContext,
     baseline: Option<&TemplateVars>,
@@ -355,9 +262,9 @@ async fn measure_capacity(
     let templates = [cpu.as_deref(), io.as_deref(), busiest.as_deref()];
     let at = ctx.now;
     let (b, c, total) = futures::join!(
-        variant_values(client, templates, baseline, at),
-        variant_values(client, templates, Some(candidate), at),
-        capacity_value(client, total.as_deref(), both, at)
+        variant_values(source, templates, baseline, at),
+        variant_values(source, templates, Some(candidate), at),
+        capacity_value(source, total.as_deref(), both, at)
     );
     let base_config = ctx.baseline_config.as_ref();
     let cand_config = candidate_config(&spec.candidate, base_config);
@@ -397,9 +304,9 @@ pub fn last_baseline(history: &[AnalysisRecord], name: &str) -> Option<f64> {
 
 /// A check's values, before judgement; `limits` is `None` when it could not be measured
 /// (the result then already holds its Inconclusive reason).
-struct Measured {
-    result: CheckResult,
-    limits: Option<(Limits, Unit)>,
+pub(super) struct Measured {
+    pub(super) result: CheckResult,
+    pub(super) limits: Option<(Limits, Unit)>,
 }
 
 impl Measured {
@@ -413,7 +320,7 @@ impl Measured {
 }
 
 async fn measure_check(
-    client: &PrometheusClient,
+    source: &impl MetricSource,
     analysis: &Analysis,
     check: &Check,
     baseline: &TemplateVars,
@@ -452,8 +359,8 @@ async fn measure_check(
     result.query = cand_q.clone();
     result.limit = limits.written.clone();
     let (b, c): (QueryResult, QueryResult) = futures::join!(
-        client.query_value(&base_q, at),
-        client.query_value(&cand_q, at)
+        source.query_value(&base_q, at),
+        source.query_value(&cand_q, at)
     );
     match (b, c) {
         (Err(e), _) => result.reason = Some(describe("baseline", &e)),
@@ -475,7 +382,7 @@ async fn measure_check(
 
 /// Judges a measured check. The current interval joins the statistical samples only if it
 /// had enough requests (`current_counts`), like the past intervals.
-fn judge_measured(
+pub(super) fn judge_measured(
     measured: Measured,
     analysis: &Analysis,
     history: &[AnalysisRecord],
@@ -499,7 +406,3 @@ fn judge_measured(
     result.reason = Some(reason);
     result
 }
-
-#[cfg(test)]
-#[path = "run_tests.rs"]
-mod tests;

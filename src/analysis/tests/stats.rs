@@ -1,4 +1,6 @@
-use super::*;
+use crate::analysis::stats::*;
+use crate::api::AnalysisRecord;
+use crate::api::Statistical;
 use crate::api::{CheckResult, Verdict};
 
 fn close(a: f64, b: f64, tol: f64) {

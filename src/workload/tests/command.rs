@@ -1,11 +1,15 @@
 //! Server flags on the command line: every form read back and rewritten, and the forms that
 //! are refused.
 
+use crate::api::ServerConfig;
+use crate::api::ServerKind;
+use crate::workload::WorkloadError;
+
 use k8s_openapi::api::core::v1::Container;
 use pretty_assertions::assert_eq;
 
-use super::*;
-use crate::workload::fixtures::*;
+use super::fixtures::*;
+use crate::workload::command::*;
 use crate::workload::{read_baseline, render_server, runs_config, ConfigMaps};
 
 fn words(list: &[&str]) -> Option<Vec<String>> {

@@ -1,5 +1,6 @@
-use super::*;
+use crate::analysis::template::*;
 use regex::Regex;
+use std::time::Duration;
 
 fn vars() -> TemplateVars {
     TemplateVars {

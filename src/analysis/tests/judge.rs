@@ -1,4 +1,10 @@
-use super::*;
+use crate::analysis::judge::*;
+use crate::analysis::MannWhitney;
+use crate::api::BuiltinMetric;
+use crate::api::Check;
+use crate::api::CheckResult;
+use crate::api::Limit;
+use crate::api::Verdict;
 
 fn check(metric: Option<BuiltinMetric>) -> Check {
     Check {

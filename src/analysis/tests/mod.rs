@@ -1,0 +1,9 @@
+mod capacity;
+mod evaluate;
+mod fixtures;
+mod judge;
+mod queries;
+mod recommend;
+mod stats;
+mod template;
+mod validate;
