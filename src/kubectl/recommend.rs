@@ -427,31 +427,3 @@ pub async fn run(
         })
     }
 }
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn metric_flags_use_the_spec_field_names() {
-        let names = metric_names(&["requestsTotal=http_requests_total".into()]).unwrap();
-        assert_eq!(names.requests_total, "http_requests_total");
-        assert_eq!(
-            names.running_seconds,
-            MetricNames::default().running_seconds
-        );
-        let e = metric_names(&["requests=x".into()])
-            .unwrap_err()
-            .to_string();
-        assert!(e.contains("unknown field \"requests\""), "{e}");
-        assert!(e.contains("requestsTotal"), "{e}");
-        let e = metric_names(&["requestsTotal".into()])
-            .unwrap_err()
-            .to_string();
-        assert!(e.contains("expected FIELD=NAME"), "{e}");
-        let e = metric_names(&["runningSeconds=up{x=\"y\"}".into()])
-            .unwrap_err()
-            .to_string();
-        assert!(e.starts_with("--metric: runningSeconds"), "{e}");
-    }
-}

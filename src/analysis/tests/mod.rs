@@ -1,6 +1,7 @@
 mod capacity;
 mod evaluate;
 mod fixtures;
+mod full_weight;
 mod judge;
 mod queries;
 mod recommend;

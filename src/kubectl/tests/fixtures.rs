@@ -10,8 +10,10 @@ use kube::Client;
 use serde_json::{json, Value};
 use tokio::task::JoinHandle;
 
-use super::Session;
+use jiff::Timestamp;
+
 use crate::api::ConcurrencyExperiment;
+use crate::kubectl::Session;
 
 pub const NS: &str = "shop";
 pub const EXPERIMENTS: &str =
@@ -444,4 +446,40 @@ fn url_decode(s: &str) -> String {
         i += 1;
     }
     String::from_utf8_lossy(&out).into_owned()
+}
+
+/// `experiment_detail(&progressing(), now())`, exactly.
+pub const PROGRESSING_DETAIL: &str = "\
+Name:        storefront-threads
+Namespace:   shop
+Target:      Deployment storefront, container web
+Phase:       Progressing
+Stage:       2/3, weight 70% planned / 67% in force
+Message:     Stage 2/3 at 67% of traffic (4 candidate and 2 baseline pods ready); 1 passed analyses in this stage.
+Baseline:    puma 2×6 — Deployment storefront, 2/2 ready
+Candidate:   puma 2×4 — Deployment storefront-candidate, 4/4 ready
+Analyses:    0 failed (failureLimit 1), 1 inconclusive (inconclusiveLimit 3)
+
+Latest analysis: 2026-11-30T01:11:00Z (90s ago), stage 2/3, weight 67%, requests baseline 800 / candidate 1650
+  CHECK      BASELINE  CANDIDATE  LIMIT                       VERDICT
+  latency    72ms      73ms       max 500ms, maxIncrease 10%  ✓ Pass
+  queueTime  1.7ms     1.9ms      max 50ms                    ✓ Pass
+  memory     210Mi     195Mi      maxIncrease 20%             ✓ Pass
+  gvlWait    0%        1.3%       max 15%                     ✓ Pass
+  Verdict: ✓ Pass — all 4 checks passed (requests: baseline 800, candidate 1650)
+
+Decision:       none yet
+Recommendation: I/O share 52%: 4 threads per process (speedup 1.64×; thread 5 would gain only 4.5%, below 5%)
+";
+
+pub fn now() -> Timestamp {
+    "2026-11-30T01:12:30Z".parse().unwrap()
+}
+
+pub fn exp(v: Value) -> ConcurrencyExperiment {
+    serde_json::from_value(v).unwrap()
+}
+
+pub fn text(out: Vec<u8>) -> String {
+    String::from_utf8(out).unwrap()
 }

@@ -273,5 +273,4 @@ async fn sleep_or_cancel(duration: Duration, shutdown: &CancellationToken) -> bo
 }
 
 #[cfg(test)]
-#[path = "leader_tests.rs"]
 mod tests;

@@ -9,7 +9,7 @@ use kube::client::Body;
 use kube::Client;
 use serde_json::{json, Value};
 
-use super::*;
+use crate::drain::*;
 
 const GROUP: &str = "/apis/concurrency.dev/v1alpha1";
 

@@ -155,5 +155,4 @@ fn describe(exp: &ConcurrencyExperiment) -> String {
 }
 
 #[cfg(test)]
-#[path = "drain_tests.rs"]
 mod tests;

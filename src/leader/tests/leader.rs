@@ -14,7 +14,7 @@ use kube::client::Body;
 use serde_json::{json, Value};
 use tokio::sync::watch;
 
-use super::*;
+use crate::leader::*;
 
 const NS: &str = "ops";
 const LEASE: &str = "concurrency-operator";

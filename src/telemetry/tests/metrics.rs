@@ -1,6 +1,10 @@
 //! The operator-wide metrics: names, labels, suffixes and resets as scraped.
 
-use super::*;
+use crate::api::BuiltinMetric;
+use crate::api::Phase;
+use crate::api::Verdict;
+use crate::telemetry::metrics::*;
+use std::time::Duration;
 
 fn line_value(text: &str, series: &str) -> Option<f64> {
     text.lines()
