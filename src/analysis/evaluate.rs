@@ -21,6 +21,7 @@ use super::queries::{
     io_share_template, requests_template, total_rate_template,
 };
 use super::recommend::recommend_from_spec;
+use super::reference::reference_baseline;
 use super::source::{MetricSource, PrometheusError};
 use super::stats;
 use super::template::{pods_regex, pods_regex_any, render, TemplateVars};
@@ -274,32 +275,6 @@ async fn measure_capacity(
         total_rate: total.filter(|r| r.is_finite() && *r >= 0.0),
     }
     .non_empty()
-}
-
-/// The baseline value a check at 100% is compared with: the stage machine's reference, else
-/// (a status written before the reference existed) the latest one still in the history.
-pub fn reference_baseline(
-    reference: &BTreeMap<String, BaselineReference>,
-    history: &[AnalysisRecord],
-    name: &str,
-) -> Option<f64> {
-    reference
-        .get(name)
-        .map(|r| r.value)
-        .filter(|v| v.is_finite())
-        .or_else(|| last_baseline(history, name))
-}
-
-/// The baseline's value of check `name` in the latest analysis that measured one (while the
-/// baseline still served traffic).
-pub fn last_baseline(history: &[AnalysisRecord], name: &str) -> Option<f64> {
-    history
-        .iter()
-        .rev()
-        .filter(|a| a.weight < 100)
-        .flat_map(|a| a.checks.iter())
-        .find(|c| c.name == name && c.baseline.is_some_and(f64::is_finite))
-        .and_then(|c| c.baseline)
 }
 
 /// A check's values, before judgement; `limits` is `None` when it could not be measured

@@ -11,6 +11,7 @@ mod evaluate;
 pub mod judge;
 pub mod queries;
 pub mod recommend;
+mod reference;
 mod source;
 pub mod stats;
 pub mod template;
@@ -20,7 +21,7 @@ pub use capacity::{
     candidate_config, config_capacity, cpu_cores, cpu_limit, headroom, load_per_pod, pod_capacity,
     predict, variant_capacity, worker_capacity, Bound, Capacity, PerRequest, Prediction,
 };
-pub use evaluate::{analyse, last_baseline, reference_baseline, AnalysisContext, AnalysisOutcome};
+pub use evaluate::{analyse, AnalysisContext, AnalysisOutcome};
 pub use judge::{aggregate, judge_check, Limits, Unit};
 pub use queries::{
     builtin_template, busiest_pod_rate_template, cpu_per_request_template, io_per_request_template,
@@ -29,6 +30,7 @@ pub use queries::{
 pub use recommend::{
     amdahl_speedup, recommend, recommend_from_spec, recommendation_table, recommended_threads,
 };
+pub use reference::{last_baseline, reference_baseline};
 pub use source::{MetricSource, PrometheusError};
 pub use stats::{compare, mann_whitney_greater, samples, MannWhitney};
 pub use template::{

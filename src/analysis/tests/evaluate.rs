@@ -3,7 +3,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
 use super::fixtures::analysis;
 use crate::analysis::evaluate::*;
-use crate::analysis::{Limits, Unit};
+use crate::analysis::{last_baseline, Limits, Unit};
 use crate::api::{AnalysisRecord, CheckResult, Verdict};
 
 fn latency_result(b: f64, c: f64) -> CheckResult {
