@@ -92,7 +92,7 @@ print(round(100 * c / t) if t > 0 else "-")' "$c" "$t"
 # "-" for no requests) is within TOLERANCE points of EXPECTED (WHAT names it in the failure).
 split_within() {
   local observed=$1 expected=$2 tol=$3
-  [[ $observed != - ]] && (( observed - expected <= tol && expected - observed <= tol )) \
+  { [[ $observed != - ]] && (( observed - expected <= tol && expected - observed <= tol )); } \
     || fail "observed split ${observed}% is not within $tol points of $4 ${expected}%"
 }
 

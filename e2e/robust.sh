@@ -207,7 +207,7 @@ scenario_retry() {
   progress $ns again
   decision_is $ns again Promote StagesPassed
   out=$(kc -n $ns history again) || fail "kubectl concurrency history failed"
-  grep -q 'analyses kept in status' <<<"$out" && grep -q 'Decision: Promote (StagesPassed)' <<<"$out" \
+  { grep -q 'analyses kept in status' <<<"$out" && grep -q 'Decision: Promote (StagesPassed)' <<<"$out"; } \
     || fail "history does not show the analyses and the decision: $out"
   [[ $(deploy_env $ns storefront RAILS_MAX_THREADS) == 4 ]] || fail "target does not have the candidate's threads"
   assert_target_intact $ns "$E2E_REPLICAS"

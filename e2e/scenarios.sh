@@ -5,6 +5,7 @@ LATENCY_CHECK='[{metric: latency, quantile: 0.9, maxIncrease: "50%", max: 250ms}
 # For scenarios about something other than judgement (a retry, flag rewriting) that run side by
 # side on a 2-core machine: the relative latency check there compares a candidate at 100 % with a
 # baseline measured earlier under other scenarios' load, and flaked (+70 % in one CI run).
+# shellcheck disable=SC2034 # used by robust.sh, sourced with this file
 TOLERANT_CHECK='[{metric: latency, quantile: 0.9, max: 1s}, {metric: errorRate, max: "5%"}]'
 
 # progress NS NAME: print stage, planned vs effective weight and the observed split while the

@@ -15,10 +15,9 @@ mod harness;
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
-use concurrency_operator::analysis::{
-    analyse, predict, recommended_threads, PerRequest, PrometheusClient,
-};
+use concurrency_operator::analysis::{analyse, predict, recommended_threads, PerRequest};
 use concurrency_operator::api::{ConcurrencyExperimentSpec, RenderedServer, Verdict};
+use concurrency_operator::prometheus::PrometheusClient;
 use gvlsim::Proc;
 use harness::{start_prometheus, wait_for_data};
 

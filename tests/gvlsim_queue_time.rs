@@ -16,8 +16,9 @@ mod harness;
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use concurrency_operator::analysis::{analyse, PrometheusClient};
+use concurrency_operator::analysis::analyse;
 use concurrency_operator::api::{ConcurrencyExperimentSpec, Verdict};
+use concurrency_operator::prometheus::PrometheusClient;
 use gvlsim::Proc;
 use harness::{free_port, start_prometheus, wait_for_data};
 

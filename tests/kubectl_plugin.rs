@@ -1,6 +1,6 @@
 //! The `kubectl-concurrency` binary as kubectl runs it: a kubeconfig pointing at a fake API
 //! server on loopback, then the exit code, stdout and stderr of real invocations. The
-//! commands' logic is tested in `src/kubectl/tests.rs`; this checks what a shell sees: one
+//! commands' logic is tested in `src/kubectl/tests/`; this checks what a shell sees: one
 //! error line on stderr and a non-zero exit for not found, wrong phase and RBAC denials.
 
 use std::net::SocketAddr;

@@ -10,9 +10,9 @@ mod harness;
 
 use std::time::{Duration, Instant};
 
-use concurrency_operator::analysis::PrometheusClient;
 use concurrency_operator::api::{MetricNames, RenderedServer, ServerKind};
 use concurrency_operator::kubectl::recommend::{measure, queries, report, ReportSettings, Target};
+use concurrency_operator::prometheus::PrometheusClient;
 use harness::{serve, start_prometheus, wait_for_data, Pod};
 use jiff::Timestamp;
 

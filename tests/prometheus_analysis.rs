@@ -11,12 +11,13 @@ mod harness;
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
-use concurrency_operator::analysis::{analyse, AnalysisContext, PrometheusClient};
+use concurrency_operator::analysis::{analyse, AnalysisContext};
 use concurrency_operator::api::{
     AnalysisRecord, BaselineReference, CapacityBound, CheckResult, ConcurrencyExperimentSpec,
     RenderedServer, ServerKind, Statistical, Verdict,
 };
 use concurrency_operator::plan::AnalysisOutcome;
+use concurrency_operator::prometheus::PrometheusClient;
 use harness::{free_port, serve, start_prometheus, wait_for_data, Pod};
 use jiff::Timestamp;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;

@@ -3,7 +3,7 @@
 
 use crate::api::{parse_percent, BuiltinMetric, Check, CheckResult, Limit, QuantityError, Verdict};
 
-use super::stats::MannWhitney;
+use super::stats::{allowed_above, MannWhitney};
 
 /// Queue times up to this (seconds) are no queueing: the header's millisecond resolution,
 /// clock skew between load balancer and pod, the histogram's 1 ms first bucket. Without it
@@ -134,7 +134,7 @@ impl Limits {
     /// "at most x% worse" for zero and negative baselines: a zero baseline tolerates no
     /// increase at all (x% of nothing is nothing).
     pub fn allowed_above(baseline: f64, share: f64) -> f64 {
-        baseline + baseline.abs() * share
+        allowed_above(baseline, share)
     }
 }
 
@@ -329,7 +329,3 @@ pub fn aggregate(
         ),
     )
 }
-
-#[cfg(test)]
-#[path = "judge_tests.rs"]
-mod tests;

@@ -11,8 +11,6 @@ use statrs::function::erf::erfc;
 
 use crate::api::{AnalysisRecord, Statistical};
 
-use super::judge::Limits;
-
 /// Below this many values per variant (and without ties) the exact distribution is used.
 const EXACT_MAX: usize = 25;
 
@@ -82,7 +80,7 @@ pub fn upper_normal_tail(z: f64) -> f64 {
 
 /// P(U ≥ u) for sample sizes m (candidate) and n (baseline) without ties, by counting
 /// arrangements: the largest value is either a candidate (beating all n baselines) or not.
-fn exact_upper_tail(m: usize, n: usize, u: usize) -> f64 {
+pub(super) fn exact_upper_tail(m: usize, n: usize, u: usize) -> f64 {
     // counts[a][b][x]: arrangements of a candidates and b baselines with U = x.
     let mut counts: Vec<Vec<Vec<f64>>> = vec![vec![Vec::new(); n + 1]; m + 1];
     for a in 0..=m {
@@ -107,6 +105,14 @@ fn exact_upper_tail(m: usize, n: usize, u: usize) -> f64 {
     let all = &counts[m][n];
     let total: f64 = all.iter().sum();
     all.iter().skip(u).sum::<f64>() / total
+}
+
+/// The highest candidate value `maxIncrease` allows. Scaling by |baseline| keeps the rule
+/// "at most x% worse" for zero and negative baselines: a zero baseline tolerates no increase at
+/// all (x% of nothing is nothing). Here, below judgement, because the statistical test shifts
+/// the baseline samples by it too.
+pub fn allowed_above(baseline: f64, share: f64) -> f64 {
+    baseline + baseline.abs() * share
 }
 
 /// The per-interval (baseline, candidate) values of check `name`: every past analysis where
@@ -143,10 +149,7 @@ pub fn compare(
     if baseline.len() < min || candidate.len() < min {
         return None;
     }
-    let tolerated: Vec<f64> = baseline
-        .iter()
-        .map(|&b| Limits::allowed_above(b, share))
-        .collect();
+    let tolerated: Vec<f64> = baseline.iter().map(|&b| allowed_above(b, share)).collect();
     let (u, p_value, exact) = mann_whitney_greater(&tolerated, candidate)?;
     Some(MannWhitney {
         u,
@@ -158,7 +161,3 @@ pub fn compare(
         exact,
     })
 }
-
-#[cfg(test)]
-#[path = "stats_tests.rs"]
-mod tests;

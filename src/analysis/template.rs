@@ -174,7 +174,3 @@ pub fn check_variables(check: &str, template: &str) -> Result<(), TemplateError>
     };
     render(check, template, &vars).map(|_| ())
 }
-
-#[cfg(test)]
-#[path = "template_tests.rs"]
-mod tests;

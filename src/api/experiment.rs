@@ -4,9 +4,9 @@ use kube::{CustomResource, KubeSchema};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use super::analysis::Analysis;
+use super::analysis_spec::Analysis;
 use super::quantity::DURATION_PATTERN;
-use super::server::ServerConfig;
+use super::server_config::ServerConfig;
 use super::status::ConcurrencyExperimentStatus;
 use super::traffic::Traffic;
 

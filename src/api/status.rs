@@ -6,7 +6,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use super::server::{ServerConfig, ServerKind};
+use super::server_config::RenderedServer;
 
 #[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, JsonSchema, Default)]
 pub enum Phase {
@@ -56,6 +56,9 @@ impl Verdict {
         }
     }
 }
+
+/// Analyses kept in status (`status.analyses`), newest last.
+pub const KEPT_ANALYSES: usize = 10;
 
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema, Default)]
 #[serde(rename_all = "camelCase")]
@@ -379,52 +382,4 @@ pub struct OriginalState {
     /// A different template mid-flight rolls back with reason `TargetChanged`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub template_hash: Option<String>,
-}
-
-/// A server config as it stands in a pod template. Unlike the spec's `ServerConfig` it carries
-/// no schema rules, so whatever the user's Deployment holds can be shown.
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema, Default)]
-#[serde(rename_all = "camelCase")]
-pub struct RenderedServer {
-    pub server: ServerKind,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub workers: Option<i32>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub threads: Option<i32>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub min_threads: Option<i32>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub command: Option<Vec<String>>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub args: Option<Vec<String>>,
-    /// What the read-back could not see, e.g. `WEB_CONCURRENCY: unknown (from Secret app-env
-    /// key workers)` — the operator never reads Secrets.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub unresolved: Vec<String>,
-}
-
-impl From<&ServerConfig> for RenderedServer {
-    fn from(c: &ServerConfig) -> Self {
-        Self {
-            server: c.server,
-            workers: c.workers,
-            threads: c.threads,
-            min_threads: c.min_threads,
-            command: c.command.clone(),
-            args: c.args.clone(),
-            unresolved: Vec::new(),
-        }
-    }
-}
-
-impl RenderedServer {
-    /// One line for people: `puma 2×6`, `falcon 2 workers`, `custom`.
-    pub fn summary(&self) -> String {
-        let n = |v: Option<i32>| v.map(|v| v.to_string()).unwrap_or_else(|| "?".into());
-        match self.server {
-            ServerKind::Puma => format!("puma {}×{}", n(self.workers), n(self.threads)),
-            ServerKind::Falcon => format!("falcon {} workers", n(self.workers)),
-            ServerKind::Custom => "custom".into(),
-        }
-    }
 }

@@ -5,7 +5,7 @@
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use crate::analysis::{PrometheusClient, PrometheusError};
+use crate::prometheus::{PrometheusClient, PrometheusError};
 use crate::telemetry::Metrics;
 
 /// Distinct Prometheus endpoints kept; experiments rarely use more than one or two.

@@ -13,8 +13,9 @@ use jiff::Timestamp;
 
 use super::cli::{InitArgs, InitServer};
 use super::{PluginError, Session};
-use crate::analysis::{check_template, pods_regex, render, PrometheusClient, TemplateVars};
+use crate::analysis::{check_template, pods_regex, render, TemplateVars};
 use crate::api::{Analysis, Check, RenderedServer, ServerConfig, ServerKind};
+use crate::prometheus::PrometheusClient;
 use crate::workload::{app_container, read_baseline};
 
 /// Where the starter points when no `--prometheus` is given (the examples' address).
@@ -287,7 +288,7 @@ pub async fn run(
     let data = match &args.prometheus {
         None => None,
         Some(url) => {
-            let client = PrometheusClient::new(url, crate::analysis::DEFAULT_TIMEOUT)?;
+            let client = PrometheusClient::new(url, crate::prometheus::DEFAULT_TIMEOUT)?;
             // Default metric names: the starter does not set spec.analysis.metrics either.
             let analysis: Analysis = serde_json::from_value(serde_json::json!({
                 "prometheus": {"url": url}, "checks": [{"metric": "latency", "maxIncrease": "10%"}],

@@ -14,11 +14,6 @@ pub mod init;
 pub mod recommend;
 pub mod render;
 
-#[cfg(test)]
-mod fixtures;
-#[cfg(test)]
-mod tests;
-
 use std::io::Write;
 
 use k8s_openapi::api::apps::v1::Deployment;
@@ -257,3 +252,6 @@ pub async fn run(
         Command::Init(args) => init::run(session, &args, out).await,
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -19,9 +19,10 @@ use crate::analysis::recommend::MAX_THREADS;
 use crate::analysis::{
     busiest_pod_rate_template, cpu_per_request_template, headroom, io_per_request_template,
     io_share_template, pod_capacity, pods_regex, recommend, recommendation_table, render,
-    validate_names, PerRequest, PrometheusClient, TemplateVars, Unit,
+    validate_names, PerRequest, TemplateVars, Unit,
 };
 use crate::api::{format_duration, MetricNames, RenderedServer, ServerKind};
+use crate::prometheus::PrometheusClient;
 use crate::workload::{app_container, read_baseline};
 
 /// The Deployment as far as the estimate needs it.
@@ -424,33 +425,5 @@ pub async fn run(
             report: text,
             missing: missing.into_iter().map(String::from).collect(),
         })
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn metric_flags_use_the_spec_field_names() {
-        let names = metric_names(&["requestsTotal=http_requests_total".into()]).unwrap();
-        assert_eq!(names.requests_total, "http_requests_total");
-        assert_eq!(
-            names.running_seconds,
-            MetricNames::default().running_seconds
-        );
-        let e = metric_names(&["requests=x".into()])
-            .unwrap_err()
-            .to_string();
-        assert!(e.contains("unknown field \"requests\""), "{e}");
-        assert!(e.contains("requestsTotal"), "{e}");
-        let e = metric_names(&["requestsTotal".into()])
-            .unwrap_err()
-            .to_string();
-        assert!(e.contains("expected FIELD=NAME"), "{e}");
-        let e = metric_names(&["runningSeconds=up{x=\"y\"}".into()])
-            .unwrap_err()
-            .to_string();
-        assert!(e.starts_with("--metric: runningSeconds"), "{e}");
     }
 }

@@ -9,8 +9,7 @@ use crate::api::{
     AnalysisRecord, BaselineReference, ConcurrencyExperimentStatus, InconclusiveAction, Verdict,
 };
 
-/// Analyses kept in status, newest last.
-pub const KEPT_ANALYSES: usize = 10;
+pub use crate::api::KEPT_ANALYSES;
 /// `hold_reason` while inconclusive analyses exceed the limit with `onInconclusive: pause`.
 pub const INCONCLUSIVE_LIMIT: &str = HoldReason::InconclusiveLimit.as_str();
 /// Consecutive analyses without any data before the `NoData` warning.

@@ -4,7 +4,9 @@ use std::time::Duration;
 
 use jiff::Timestamp;
 
-use crate::api::{AnalysisRecord, ConcurrencyExperimentStatus, Recommendation, RenderedServer};
+pub use crate::analysis::AnalysisOutcome;
+use crate::api::{ConcurrencyExperimentStatus, RenderedServer};
+pub use crate::workload::DeploymentState;
 
 /// Everything the shell observed in one reconcile.
 #[derive(Clone, Debug, PartialEq)]
@@ -89,27 +91,6 @@ pub struct Autoscaler {
     pub min_replicas: i32,
     /// `spec.maxReplicas`.
     pub max_replicas: i32,
-}
-
-#[derive(Clone, Debug, PartialEq, Default)]
-pub struct DeploymentState {
-    /// `spec.replicas`.
-    pub replicas: i32,
-    /// `status.readyReplicas`.
-    pub ready_replicas: i32,
-    /// The controller has observed the latest generation and all replicas are updated,
-    /// available and no old ones remain (what `kubectl rollout status` waits for).
-    pub rolled_out: bool,
-}
-
-#[derive(Clone, Debug, PartialEq)]
-pub struct AnalysisOutcome {
-    pub record: AnalysisRecord,
-    /// Present when the I/O share could be measured in this analysis.
-    pub recommendation: Option<Recommendation>,
-    /// Prometheus answered every check's queries, with no sample for the candidate nor (below
-    /// 100%) the baseline: the metrics are not there at all, which no waiting for traffic fixes.
-    pub no_data: bool,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

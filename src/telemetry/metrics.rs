@@ -281,7 +281,3 @@ fn category_label(value: &str) -> String {
         OTHER_CATEGORY.to_owned()
     }
 }
-
-#[cfg(test)]
-#[path = "metrics_tests.rs"]
-mod tests;

@@ -8,12 +8,13 @@ use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 
 use super::command::{self, Setting};
 use super::env::{resolve_env, ConfigMaps, EnvValue};
-use super::render::{
-    app_container, render_server, ENV_PUMA_MAX_THREADS, ENV_PUMA_MIN_THREADS,
-    ENV_RAILS_MAX_THREADS, ENV_SERVER, ENV_WEB_CONCURRENCY,
+use super::names::{
+    ENV_PUMA_MAX_THREADS, ENV_PUMA_MIN_THREADS, ENV_RAILS_MAX_THREADS, ENV_SERVER,
+    ENV_WEB_CONCURRENCY,
 };
+use super::render::{app_container, render_server};
 use super::WorkloadError;
-use crate::api::{RenderedServer, ServerConfig, ServerKind};
+use crate::api::{parse_quantity, RenderedServer, ServerConfig, ServerKind};
 
 /// Variables the read-back looks at.
 pub const SERVER_VARS: [&str; 5] = [
@@ -209,53 +210,9 @@ fn same_quantities(
     a.len() == b.len()
         && a.iter().all(|(k, qa)| {
             b.get(k)
-                .is_some_and(|qb| match (quantity(&qa.0), quantity(&qb.0)) {
+                .is_some_and(|qb| match (parse_quantity(&qa.0), parse_quantity(&qb.0)) {
                     (Some(x), Some(y)) => (x - y).abs() <= 1e-9 * x.abs().max(y.abs()),
                     _ => qa.0 == qb.0,
                 })
         })
-}
-
-/// A Kubernetes quantity (`1Gi`, `500m`, `1.5`, `2e3`, `1E`) as a number.
-fn quantity(s: &str) -> Option<f64> {
-    let s = s.trim();
-    let end = s
-        .find(|c: char| !(c.is_ascii_digit() || matches!(c, '.' | '+' | '-')))
-        .unwrap_or(s.len());
-    let (number, suffix) = s.split_at(end);
-    let number: f64 = number.parse().ok()?;
-    let scale = match suffix {
-        "" => 1.0,
-        "n" => 1e-9,
-        "u" => 1e-6,
-        "m" => 1e-3,
-        "k" => 1e3,
-        "M" => 1e6,
-        "G" => 1e9,
-        "T" => 1e12,
-        "P" => 1e15,
-        "E" => 1e18,
-        "Ki" => 1024f64,
-        "Mi" => 1024f64.powi(2),
-        "Gi" => 1024f64.powi(3),
-        "Ti" => 1024f64.powi(4),
-        "Pi" => 1024f64.powi(5),
-        "Ei" => 1024f64.powi(6),
-        exp => 10f64.powi(exp.strip_prefix(['e', 'E'])?.parse().ok()?),
-    };
-    Some(number * scale)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::quantity;
-
-    #[test]
-    fn quantities_compare_by_value() {
-        assert_eq!(quantity("1Gi"), quantity("1024Mi"));
-        assert_eq!(quantity("500m"), Some(0.5));
-        assert_eq!(quantity("2e3"), Some(2000.0));
-        assert_eq!(quantity("1E"), Some(1e18));
-        assert_eq!(quantity("lots"), None);
-    }
 }

@@ -12,7 +12,7 @@ use std::collections::BTreeMap;
 
 use crate::api::{ServerConfig, ServerKind};
 
-use super::render::{
+use super::names::{
     ENV_PUMA_MAX_THREADS, ENV_PUMA_MIN_THREADS, ENV_RAILS_MAX_THREADS, ENV_WEB_CONCURRENCY,
 };
 use super::WorkloadError;
@@ -565,7 +565,7 @@ fn describe_setting(config: &ServerConfig, setting: Setting) -> String {
 /// A shell token: a word (unquoted text, raw byte range), a command separator, or a redirect
 /// operator (whose target word is not an argument).
 #[derive(Clone, Debug, PartialEq)]
-enum Tok {
+pub(super) enum Tok {
     Word {
         text: String,
         start: usize,
@@ -578,7 +578,7 @@ enum Tok {
 /// Splits a POSIX shell string into words, separators and redirects: enough to find the
 /// server's arguments and their exact byte ranges. Quotes are removed from the text;
 /// expansions (`$X`, `$(…)`, `` `…` ``) are kept as written.
-fn lex(script: &str) -> Result<Vec<Tok>, &'static str> {
+pub(super) fn lex(script: &str) -> Result<Vec<Tok>, &'static str> {
     let mut toks = Vec::new();
     let mut chars = script.char_indices().peekable();
     let mut word: Option<(usize, String)> = None;
@@ -723,7 +723,3 @@ fn backticks(chars: &mut Chars, text: &mut String) -> Result<(), &'static str> {
     }
     Err("unterminated backtick")
 }
-
-#[cfg(test)]
-#[path = "command_tests.rs"]
-mod tests;

@@ -11,7 +11,18 @@ use super::names::{candidate_name, variant_labels, POD_TEMPLATE_HASH, VARIANT_CA
 use super::render::{app_container_index, render_server};
 use super::WorkloadError;
 use crate::api::{ConcurrencyExperiment, RenderedServer, ServerConfig, VariantStatus};
-use crate::plan::DeploymentState;
+
+/// What the stage machine needs to know of a Deployment (the target or the candidate).
+#[derive(Clone, Debug, PartialEq, Default)]
+pub struct DeploymentState {
+    /// `spec.replicas`.
+    pub replicas: i32,
+    /// `status.readyReplicas`.
+    pub ready_replicas: i32,
+    /// The controller has observed the latest generation and all replicas are updated,
+    /// available and no old ones remain (what `kubectl rollout status` waits for).
+    pub rolled_out: bool,
+}
 
 /// The target's `spec.selector.matchLabels` (without `pod-template-hash`). Every pod that
 /// serves the app carries them, so the user's Service selects candidate pods too.

@@ -165,7 +165,3 @@ fn entry_value(var: &EnvVar, config_maps: &ConfigMaps) -> Option<EnvValue> {
     }
     Some(EnvValue::unknown("unknown (valueFrom)".into()))
 }
-
-#[cfg(test)]
-#[path = "env_tests.rs"]
-mod tests;

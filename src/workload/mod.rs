@@ -22,8 +22,4 @@ pub use names::*;
 pub use render::*;
 
 #[cfg(test)]
-mod deployment_tests;
-#[cfg(test)]
-pub(crate) mod fixtures;
-#[cfg(test)]
-mod render_tests;
+pub(crate) mod tests;

@@ -11,12 +11,22 @@ pub const VARIANT_BASELINE: &str = "baseline";
 /// The label the Deployment controller puts on each ReplicaSet's pods.
 pub const POD_TEMPLATE_HASH: &str = "pod-template-hash";
 
+/// The env variables a server config is rendered into (see `render`).
+/// Worker processes, for Puma and for Falcon's `falcon.rb` convention.
+pub const ENV_WEB_CONCURRENCY: &str = "WEB_CONCURRENCY";
+/// Threads as read by the Rails-generated `config/puma.rb` and `database.yml` (DB pool).
+pub const ENV_RAILS_MAX_THREADS: &str = "RAILS_MAX_THREADS";
+pub const ENV_PUMA_MAX_THREADS: &str = "PUMA_MAX_THREADS";
+pub const ENV_PUMA_MIN_THREADS: &str = "PUMA_MIN_THREADS";
+/// Images that pick their server by env (like the reference images) read this.
+pub const ENV_SERVER: &str = "SERVER";
+
 /// Label values and Service names (DNS-1035 labels) are at most 63 characters.
 const MAX_LABEL: usize = 63;
 /// Pod names are `<deployment>-<hash up to 10>-<5 random>`, and the API server cuts a generated
 /// name's base at 58 characters. A candidate name of at most 46 keeps its pod names whole, so
 /// the `{{pods}}` regex stays exact and never matches the baseline's pods.
-const MAX_CANDIDATE_NAME: usize = 46;
+pub(super) const MAX_CANDIDATE_NAME: usize = 46;
 
 /// `<target>-candidate`, shortened with a hash of the target name when too long.
 pub fn candidate_name(target_name: &str) -> String {
@@ -64,40 +74,4 @@ fn fnv1a(s: &str) -> u32 {
     s.bytes().fold(0x811c_9dc5, |h: u32, b| {
         (h ^ u32::from(b)).wrapping_mul(0x0100_0193)
     })
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn short_names_are_kept_whole() {
-        assert_eq!(candidate_name("storefront"), "storefront-candidate");
-        assert_eq!(baseline_service_name("storefront"), "storefront-baseline");
-        assert_eq!(candidate_service_name("web"), "web-candidate");
-        assert_eq!(label_value("exp-1"), "exp-1");
-    }
-
-    #[test]
-    fn long_names_are_cut_with_a_hash_and_stay_distinct() {
-        let a = format!("{}-a", "x".repeat(60));
-        let b = format!("{}-b", "x".repeat(60));
-        let (ca, cb) = (candidate_name(&a), candidate_name(&b));
-        assert_eq!(ca.len(), MAX_CANDIDATE_NAME);
-        assert!(ca.ends_with("-candidate") && ca.starts_with("xxxx"), "{ca}");
-        assert_ne!(ca, cb);
-        assert_eq!(candidate_name(&a), ca, "stable");
-
-        let long = "s".repeat(70);
-        assert_eq!(baseline_service_name(&long).len(), 63);
-        assert_eq!(label_value(&long).len(), 63);
-        assert!(label_value(&"e".repeat(300)).len() <= 63);
-        // A cut that ends in a dash does not leave a double dash.
-        let dashy = format!("{}-{}", "d".repeat(35), "z".repeat(40));
-        assert!(
-            !candidate_name(&dashy).contains("--"),
-            "{}",
-            candidate_name(&dashy)
-        );
-    }
 }

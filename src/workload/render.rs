@@ -4,17 +4,13 @@ use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{Container, EnvVar};
 use kube::ResourceExt;
 
+use super::names::{
+    ENV_PUMA_MAX_THREADS, ENV_PUMA_MIN_THREADS, ENV_RAILS_MAX_THREADS, ENV_SERVER,
+    ENV_WEB_CONCURRENCY,
+};
 use super::{command, WorkloadError};
 use crate::api::{FalconMode, ServerConfig, ServerKind};
 
-/// Worker processes, for Puma and for Falcon's `falcon.rb` convention.
-pub const ENV_WEB_CONCURRENCY: &str = "WEB_CONCURRENCY";
-/// Threads as read by the Rails-generated `config/puma.rb` and `database.yml` (DB pool).
-pub const ENV_RAILS_MAX_THREADS: &str = "RAILS_MAX_THREADS";
-pub const ENV_PUMA_MAX_THREADS: &str = "PUMA_MAX_THREADS";
-pub const ENV_PUMA_MIN_THREADS: &str = "PUMA_MIN_THREADS";
-/// Images that pick their server by env (like the reference images) read this.
-pub const ENV_SERVER: &str = "SERVER";
 /// Variables that only mean something to a threaded server.
 const THREAD_VARS: [&str; 3] = [
     ENV_RAILS_MAX_THREADS,

@@ -7,7 +7,7 @@ use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use concurrency_operator::analysis::PrometheusClient;
+use concurrency_operator::prometheus::PrometheusClient;
 use http_body_util::Full;
 use hyper::body::Bytes;
 use hyper::service::service_fn;

@@ -4,11 +4,12 @@
 #   server-images/ruby/bench/seed000.sh | tee /tmp/seed000.txt
 set -euo pipefail
 cd "$(dirname "$0")"
-run() { echo; env "$@" ./wrk-run.sh "${server}"; }
-server=puma   run WEB_CONCURRENCY=1 RAILS_MAX_THREADS=20 URL_PATH=/b
-server=puma   run WEB_CONCURRENCY=1 RAILS_MAX_THREADS=20 URL_PATH=/b TIMEOUT=30s
-server=falcon run WEB_CONCURRENCY=1 URL_PATH=/b
-server=puma   run WEB_CONCURRENCY=4 RAILS_MAX_THREADS=20 URL_PATH=/b
-server=falcon run WEB_CONCURRENCY=4 DB_CONCURRENCY=20 URL_PATH=/b
-server=puma   run WEB_CONCURRENCY=4 RAILS_MAX_THREADS=20 URL_PATH=/c TIMEOUT=10s
-server=falcon run WEB_CONCURRENCY=4 DB_CONCURRENCY=20 URL_PATH=/c TIMEOUT=10s
+# run SERVER VAR=VALUE…: one wrk run against SERVER with these env settings.
+run() { local server=$1; shift; echo; env "$@" ./wrk-run.sh "$server"; }
+run puma WEB_CONCURRENCY=1 RAILS_MAX_THREADS=20 URL_PATH=/b
+run puma WEB_CONCURRENCY=1 RAILS_MAX_THREADS=20 URL_PATH=/b TIMEOUT=30s
+run falcon WEB_CONCURRENCY=1 URL_PATH=/b
+run puma WEB_CONCURRENCY=4 RAILS_MAX_THREADS=20 URL_PATH=/b
+run falcon WEB_CONCURRENCY=4 DB_CONCURRENCY=20 URL_PATH=/b
+run puma WEB_CONCURRENCY=4 RAILS_MAX_THREADS=20 URL_PATH=/c TIMEOUT=10s
+run falcon WEB_CONCURRENCY=4 DB_CONCURRENCY=20 URL_PATH=/c TIMEOUT=10s

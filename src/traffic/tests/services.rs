@@ -7,7 +7,7 @@ use serde_json::Value;
 
 use crate::api::Traffic;
 use crate::traffic::services::*;
-use crate::workload::fixtures::{experiment, puma, service, storefront, NAMESPACE};
+use crate::workload::tests::fixtures::{experiment, puma, service, storefront, NAMESPACE};
 use crate::workload::POD_TEMPLATE_HASH;
 use pretty_assertions::assert_eq;
 

@@ -1,0 +1,383 @@
+//! One analysis: every check once per variant, the requests per variant, the I/O share, then
+//! judgement. The numbers come from a `MetricSource` (Prometheus in the operator, a table in
+//! the unit tests); any error becomes an Inconclusive check with its reason — never a Pass,
+//! never a panic.
+
+use futures::{stream, StreamExt};
+use jiff::Timestamp;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+
+use std::collections::BTreeMap;
+
+use crate::api::{
+    parse_duration, Analysis, AnalysisRecord, BaselineReference, CapacityMeasurement, Check,
+    CheckResult, ConcurrencyExperimentSpec, Recommendation, RenderedServer, Verdict,
+};
+
+use super::capacity::{candidate_config, variant_capacity};
+use super::judge::{aggregate, judge_check, Limits, Unit};
+use super::queries::{
+    busiest_pod_rate_template, cpu_per_request_template, io_per_request_template,
+    io_share_template, requests_template, total_rate_template,
+};
+use super::recommend::recommend_from_spec;
+use super::reference::reference_baseline;
+use super::source::{MetricSource, PrometheusError};
+use super::stats;
+use super::template::{pods_regex, pods_regex_any, render, TemplateVars};
+use super::validate::{check_template, AnalysisSpecError};
+
+/// Checks evaluated concurrently (two queries each).
+const CHECKS_IN_FLIGHT: usize = 4;
+
+/// Where and when the analysis runs.
+#[derive(Debug, Clone, PartialEq)]
+pub struct AnalysisContext {
+    pub namespace: String,
+    /// The app container (for `{{container}}` and the memory check).
+    pub container: String,
+    /// The target Deployment.
+    pub baseline_deployment: String,
+    pub candidate_deployment: String,
+    pub stage_index: i32,
+    /// Effective weight when the analysis runs, percent.
+    pub weight: i32,
+    /// Evaluation time of every query.
+    pub now: Timestamp,
+    /// The baseline's server config as read back from the target (its capacity estimate).
+    pub baseline_config: Option<RenderedServer>,
+    /// The app container's CPU limit in cores: the target's, and the candidate's (its own
+    /// `resources` when `spec.candidate` sets them, else the target's).
+    pub baseline_cpu_limit: Option<f64>,
+    pub candidate_cpu_limit: Option<f64>,
+}
+
+/// What one analysis yields, for the stage machine (`plan::Observations::analysis`).
+#[derive(Clone, Debug, PartialEq)]
+pub struct AnalysisOutcome {
+    pub record: AnalysisRecord,
+    /// Present when the I/O share could be measured in this analysis.
+    pub recommendation: Option<Recommendation>,
+    /// Prometheus answered every check's queries, with no sample for the candidate nor (below
+    /// 100%) the baseline: the metrics are not there at all, which no waiting for traffic fixes.
+    pub no_data: bool,
+}
+
+type QueryResult = Result<Option<f64>, PrometheusError>;
+
+fn describe(variant: &str, e: &PrometheusError) -> String {
+    format!("{variant} query failed ({}): {e}", e.category())
+}
+
+/// Runs one analysis for the current interval. `history` is `status.analyses` (statistical
+/// samples) and `reference` is `status.baselineReference` (the baseline's values at 100%).
+pub async fn analyse(
+    source: &impl MetricSource,
+    spec: &ConcurrencyExperimentSpec,
+    ctx: &AnalysisContext,
+    history: &[AnalysisRecord],
+    reference: &BTreeMap<String, BaselineReference>,
+) -> AnalysisOutcome {
+    let analysis = &spec.analysis;
+    let record =
+        |verdict, checks, requests: (Option<f64>, Option<f64>), reason, capacity| AnalysisRecord {
+            at: Time(ctx.now),
+            stage_index: ctx.stage_index,
+            weight: ctx.weight,
+            verdict,
+            baseline_requests: requests.0,
+            candidate_requests: requests.1,
+            checks,
+            reason: Some(reason),
+            capacity,
+        };
+    let interval = match parse_duration("spec.analysis.interval", &analysis.interval) {
+        Ok(i) => i,
+        Err(e) => {
+            return AnalysisOutcome {
+                record: record(
+                    Verdict::Inconclusive,
+                    Vec::new(),
+                    (None, None),
+                    e.to_string(),
+                    None,
+                ),
+                recommendation: None,
+                no_data: false,
+            }
+        }
+    };
+    let vars = |pods: String| TemplateVars {
+        namespace: ctx.namespace.clone(),
+        pods,
+        interval,
+        container: ctx.container.clone(),
+    };
+    let baseline = vars(pods_regex(&ctx.baseline_deployment));
+    let candidate = vars(pods_regex(&ctx.candidate_deployment));
+    let both = vars(pods_regex_any(&[
+        &ctx.baseline_deployment,
+        &ctx.candidate_deployment,
+    ]));
+
+    // A few checks at a time: Prometheus queues queries beyond `--query.max-concurrency`
+    // (20 by default), and queued queries would eat into each query's timeout.
+    // Collected first: a stream over a borrowing closure is not provably `Send` (rustc's
+    // higher-ranked lifetime limitation), and the controller runs this on spawned tasks.
+    let measures: Vec<_> = analysis
+        .checks
+        .iter()
+        .map(|c| measure_check(source, analysis, c, &baseline, &candidate, ctx.now))
+        .collect();
+    let checks = stream::iter(measures)
+        .buffered(CHECKS_IN_FLIGHT)
+        .collect::<Vec<_>>();
+    let requests = async {
+        let Ok(t) = requests_template(&analysis.metrics) else {
+            let e = "spec.analysis.metrics.requestsTotal is not a metric name";
+            return (Err(e.to_string()), Err(e.to_string()));
+        };
+        let query = |v: &TemplateVars| {
+            let q = render("requests", &t, v);
+            async move {
+                match q {
+                    Ok(q) => source
+                        .query_value(&q, ctx.now)
+                        .await
+                        .map_err(|e| describe("requests", &e)),
+                    Err(e) => Err(e.to_string()),
+                }
+            }
+        };
+        futures::join!(query(&baseline), query(&candidate))
+    };
+    let io_share = async {
+        let q = io_share_template(&analysis.metrics)
+            .ok()
+            .and_then(|t| render("ioShare", &t, &both).ok())?;
+        source.query_value(&q, ctx.now).await.ok().flatten()
+    };
+    // At 100% the baseline serves nothing (see below): nothing of it to measure.
+    let baseline_gone = ctx.weight >= 100;
+    let capacity = measure_capacity(
+        source,
+        spec,
+        ctx,
+        (!baseline_gone).then_some(&baseline),
+        &candidate,
+        &both,
+    );
+    let (checks, (base_req, cand_req), io_share) = futures::join!(checks, requests, io_share);
+    // After the checks, not beside them: a few more queries in flight at once would crowd
+    // Prometheus' `--query.max-concurrency`; every query is evaluated at `now` anyway.
+    let capacity = capacity.await;
+
+    let recommendation = io_share.filter(|p| p.is_finite()).and_then(|p| {
+        recommend_from_spec(p, &analysis.recommendation)
+            .ok()
+            .flatten()
+    });
+    let counts = (
+        base_req.as_ref().ok().copied().flatten(),
+        cand_req.as_ref().ok().copied().flatten(),
+    );
+    // At 100% the baseline serves nothing (the replicas router has scaled it to zero), so it
+    // cannot be measured: the candidate is compared with the baseline's last measured values
+    // and only the candidate needs `minRequests`. Otherwise the last stage could never pass.
+    let gate = |r: Option<f64>| {
+        if baseline_gone {
+            Some(analysis.min_requests as f64)
+        } else {
+            r
+        }
+    };
+    let enough = |r: Option<f64>| r.is_some_and(|v| v >= analysis.min_requests as f64);
+    let current_counts = enough(gate(counts.0)) && enough(counts.1);
+    let no_data = !checks.is_empty() && checks.iter().all(|m| m.empty(baseline_gone));
+    let checks: Vec<CheckResult> = checks
+        .into_iter()
+        .map(|mut m| {
+            if baseline_gone {
+                m.result.baseline = reference_baseline(reference, history, &m.result.name);
+            }
+            judge_measured(m, analysis, history, current_counts)
+        })
+        .collect();
+    let (verdict, reason) = match (&base_req, &cand_req) {
+        (Err(e), _) if !baseline_gone => (Verdict::Inconclusive, format!("baseline {e}")),
+        (_, Err(e)) => (Verdict::Inconclusive, format!("candidate {e}")),
+        _ => aggregate(&checks, gate(counts.0), counts.1, analysis.min_requests),
+    };
+    AnalysisOutcome {
+        record: record(verdict, checks, counts, reason, capacity),
+        recommendation,
+        no_data,
+    }
+}
+
+/// One value for the capacity estimate; any failure is no value (the estimate is left out,
+/// never made up).
+async fn capacity_value(
+    source: &impl MetricSource,
+    template: Option<&str>,
+    vars: &TemplateVars,
+    at: Timestamp,
+) -> Option<f64> {
+    let q = render("capacity", template?, vars).ok()?;
+    source.query_value(&q, at).await.ok().flatten()
+}
+
+/// One variant's CPU and I/O seconds per request and busiest pod's rate; nothing for a
+/// variant that serves nothing (`None`).
+async fn variant_values(
+    source: &impl MetricSource,
+    [cpu, io, busiest]: [Option<&str>; 3],
+    vars: Option<&TemplateVars>,
+    at: Timestamp,
+) -> (Option<f64>, Option<f64>, Option<f64>) {
+    let Some(vars) = vars else {
+        return (None, None, None);
+    };
+    futures::join!(
+        capacity_value(source, cpu, vars, at),
+        capacity_value(source, io, vars, at),
+        capacity_value(source, busiest, vars, at)
+    )
+}
+
+/// CPU and I/O seconds per request and the busiest pod's rate per variant (`baseline` is
+/// `None` when it serves nothing), the total rate over both, and each variant's capacity.
+async fn measure_capacity(
+    source: &impl MetricSource,
+    spec: &ConcurrencyExperimentSpec,
+    ctx: &AnalysisContext,
+    baseline: Option<&TemplateVars>,
+    candidate: &TemplateVars,
+    both: &TemplateVars,
+) -> Option<CapacityMeasurement> {
+    let names = &spec.analysis.metrics;
+    let cpu = cpu_per_request_template(names).ok();
+    let io = io_per_request_template(names).ok();
+    let busiest = busiest_pod_rate_template(names).ok();
+    let total = total_rate_template(names).ok();
+    let templates = [cpu.as_deref(), io.as_deref(), busiest.as_deref()];
+    let at = ctx.now;
+    let (b, c, total) = futures::join!(
+        variant_values(source, templates, baseline, at),
+        variant_values(source, templates, Some(candidate), at),
+        capacity_value(source, total.as_deref(), both, at)
+    );
+    let base_config = ctx.baseline_config.as_ref();
+    let cand_config = candidate_config(&spec.candidate, base_config);
+    CapacityMeasurement {
+        baseline: variant_capacity(b.0, b.1, b.2, base_config, ctx.baseline_cpu_limit),
+        candidate: variant_capacity(c.0, c.1, c.2, Some(&cand_config), ctx.candidate_cpu_limit),
+        total_rate: total.filter(|r| r.is_finite() && *r >= 0.0),
+    }
+    .non_empty()
+}
+
+/// A check's values, before judgement; `limits` is `None` when it could not be measured
+/// (the result then already holds its Inconclusive reason).
+pub(super) struct Measured {
+    pub(super) result: CheckResult,
+    pub(super) limits: Option<(Limits, Unit)>,
+}
+
+impl Measured {
+    /// Prometheus answered, with no sample for the candidate nor (when it still serves) the
+    /// baseline. A failed query is not "empty": it says nothing about the metrics.
+    fn empty(&self, baseline_gone: bool) -> bool {
+        self.limits.is_some()
+            && self.result.candidate.is_none()
+            && (baseline_gone || self.result.baseline.is_none())
+    }
+}
+
+async fn measure_check(
+    source: &impl MetricSource,
+    analysis: &Analysis,
+    check: &Check,
+    baseline: &TemplateVars,
+    candidate: &TemplateVars,
+    at: Timestamp,
+) -> Measured {
+    let name = check.display_name();
+    let mut result = CheckResult {
+        name: name.clone(),
+        query: check.query.clone().unwrap_or_default(),
+        baseline: None,
+        candidate: None,
+        limit: String::new(),
+        verdict: Verdict::Inconclusive,
+        reason: None,
+    };
+    let prepared = (|| -> Result<(Limits, String, String), AnalysisSpecError> {
+        let limits = Limits::from_check(check)?;
+        let template = check_template(check, analysis)?;
+        Ok((
+            limits,
+            render(&name, &template, baseline)?,
+            render(&name, &template, candidate)?,
+        ))
+    })();
+    let (limits, base_q, cand_q) = match prepared {
+        Ok(p) => p,
+        Err(e) => {
+            result.reason = Some(format!("{} ({})", e, e.category()));
+            return Measured {
+                result,
+                limits: None,
+            };
+        }
+    };
+    result.query = cand_q.clone();
+    result.limit = limits.written.clone();
+    let (b, c): (QueryResult, QueryResult) = futures::join!(
+        source.query_value(&base_q, at),
+        source.query_value(&cand_q, at)
+    );
+    match (b, c) {
+        (Err(e), _) => result.reason = Some(describe("baseline", &e)),
+        (_, Err(e)) => result.reason = Some(describe("candidate", &e)),
+        (Ok(b), Ok(c)) => {
+            result.baseline = b;
+            result.candidate = c;
+            return Measured {
+                result,
+                limits: Some((limits, Unit::of(check))),
+            };
+        }
+    }
+    Measured {
+        result,
+        limits: None,
+    }
+}
+
+/// Judges a measured check. The current interval joins the statistical samples only if it
+/// had enough requests (`current_counts`), like the past intervals.
+pub(super) fn judge_measured(
+    measured: Measured,
+    analysis: &Analysis,
+    history: &[AnalysisRecord],
+    current_counts: bool,
+) -> CheckResult {
+    let Measured { mut result, limits } = measured;
+    let Some((limits, unit)) = limits else {
+        return result;
+    };
+    let (b, c) = (result.baseline, result.candidate);
+    let statistical = match (&analysis.statistical, limits.max_increase) {
+        (Some(s), Some(share)) => {
+            let current = if current_counts { (b, c) } else { (None, None) };
+            let (bs, cs) = stats::samples(&result.name, history, analysis.min_requests, current);
+            stats::compare(s, share, &bs, &cs)
+        }
+        _ => None,
+    };
+    let (verdict, reason) = judge_check(&limits, unit, b, c, statistical.as_ref());
+    result.verdict = verdict;
+    result.reason = Some(reason);
+    result
+}

@@ -1,0 +1,97 @@
+use jiff::Timestamp;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+
+use super::fixtures::analysis;
+use crate::analysis::evaluate::*;
+use crate::analysis::{last_baseline, Limits, Unit};
+use crate::api::{AnalysisRecord, CheckResult, Verdict};
+
+fn latency_result(b: f64, c: f64) -> CheckResult {
+    CheckResult {
+        name: "latency".into(),
+        query: String::new(),
+        baseline: Some(b),
+        candidate: Some(c),
+        limit: String::new(),
+        verdict: Verdict::Pass,
+        reason: None,
+    }
+}
+
+#[test]
+fn thin_intervals_do_not_feed_the_statistics() {
+    let mut a = analysis(r#"[{metric: latency, maxIncrease: "10%"}]"#);
+    a.statistical = Some(crate::api::Statistical {
+        alpha: 0.05,
+        min_samples: 6,
+    });
+    let past = |i: u32| AnalysisRecord {
+        at: Time(Timestamp::UNIX_EPOCH),
+        stage_index: 0,
+        weight: 30,
+        verdict: Verdict::Fail,
+        baseline_requests: Some(100.0),
+        candidate_requests: Some(100.0),
+        checks: vec![latency_result(
+            0.39 + f64::from(i) * 0.005,
+            0.8 + f64::from(i) * 0.01,
+        )],
+        reason: None,
+        capacity: None,
+    };
+    let history: Vec<AnalysisRecord> = (0..5).map(past).collect();
+    let measured = || Measured {
+        result: latency_result(0.4, 0.41),
+        limits: Some((Limits::from_check(&a.checks[0]).unwrap(), Unit::Seconds)),
+    };
+    // With the current interval: 6 samples, 5 of them clearly slower (exact p = 30/924).
+    let r = judge_measured(measured(), &a, &history, true);
+    assert_eq!(r.verdict, Verdict::Fail);
+    assert!(r.reason.unwrap().contains("Mann-Whitney"));
+    // Without it: 5 samples, too few; judged on this interval alone (+2.5%).
+    let r = judge_measured(measured(), &a, &history, false);
+    assert_eq!(r.verdict, Verdict::Pass);
+    assert!(!r.reason.unwrap().contains("Mann-Whitney"));
+    // Unmeasured checks keep their reason.
+    let mut unmeasured = latency_result(0.4, 0.41);
+    unmeasured.verdict = Verdict::Inconclusive;
+    unmeasured.reason = Some("candidate query failed".into());
+    let r = judge_measured(
+        Measured {
+            result: unmeasured.clone(),
+            limits: None,
+        },
+        &a,
+        &history,
+        true,
+    );
+    assert_eq!(r, unmeasured);
+}
+
+#[test]
+fn at_100_percent_the_baseline_reference_is_its_last_measured_value() {
+    let rec = |weight: i32, baseline: Option<f64>| AnalysisRecord {
+        at: Time(Timestamp::UNIX_EPOCH),
+        stage_index: 0,
+        weight,
+        verdict: Verdict::Pass,
+        baseline_requests: Some(100.0),
+        candidate_requests: Some(100.0),
+        checks: vec![CheckResult {
+            baseline,
+            ..latency_result(0.0, 0.1)
+        }],
+        reason: None,
+        capacity: None,
+    };
+    let history = vec![
+        rec(33, Some(0.05)),
+        rec(67, Some(0.06)),
+        rec(67, None),
+        rec(100, Some(9.0)),
+    ];
+    // The latest value measured while the baseline served traffic; none at 100%.
+    assert_eq!(last_baseline(&history, "latency"), Some(0.06));
+    assert_eq!(last_baseline(&history, "memory"), None);
+    assert_eq!(last_baseline(&[], "latency"), None);
+}

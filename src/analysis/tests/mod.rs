@@ -1,0 +1,10 @@
+mod capacity;
+mod evaluate;
+mod fixtures;
+mod full_weight;
+mod judge;
+mod queries;
+mod recommend;
+mod stats;
+mod template;
+mod validate;

@@ -1,0 +1,156 @@
+use crate::analysis::queries::*;
+use crate::api::BuiltinMetric;
+use crate::api::MetricNames;
+
+const SEL: &str = r#"{namespace="{{namespace}}",pod=~"{{pods}}"}"#;
+
+#[test]
+fn latency_is_a_histogram_quantile() {
+    let names = MetricNames::default();
+    assert_eq!(
+        builtin_template(BuiltinMetric::Latency, None, &names).unwrap(),
+        format!("histogram_quantile(0.99, sum by (le) (rate(rails_request_duration_seconds_bucket{SEL}[{{{{interval}}}}])))")
+    );
+    assert!(builtin_template(BuiltinMetric::Latency, Some(0.5), &names)
+        .unwrap()
+        .starts_with("histogram_quantile(0.5, "));
+    let e = builtin_template(BuiltinMetric::Latency, Some(1.5), &names).unwrap_err();
+    assert_eq!(e.category(), "BadQuantile");
+}
+
+#[test]
+fn queue_time_is_a_histogram_quantile() {
+    let names = MetricNames::default();
+    assert_eq!(
+        builtin_template(BuiltinMetric::QueueTime, Some(0.9), &names).unwrap(),
+        format!("histogram_quantile(0.9, sum by (le) (rate(rails_request_queue_time_seconds_bucket{SEL}[{{{{interval}}}}])))")
+    );
+    assert!(builtin_template(BuiltinMetric::QueueTime, None, &names)
+        .unwrap()
+        .starts_with("histogram_quantile(0.99, "));
+    let custom = MetricNames {
+        queue_time: "http_server_queue_seconds".into(),
+        ..MetricNames::default()
+    };
+    assert!(builtin_template(BuiltinMetric::QueueTime, None, &custom)
+        .unwrap()
+        .contains("rate(http_server_queue_seconds_bucket{"));
+    let e = builtin_template(BuiltinMetric::QueueTime, Some(0.0), &names).unwrap_err();
+    assert_eq!(e.category(), "BadQuantile");
+    let bad = MetricNames {
+        queue_time: "q{x=\"y\"}".into(),
+        ..MetricNames::default()
+    };
+    let e = builtin_template(BuiltinMetric::QueueTime, None, &bad).unwrap_err();
+    assert!(
+        e.to_string().starts_with("spec.analysis.metrics.queueTime"),
+        "{e}"
+    );
+    assert!(validate_names(&bad).is_err());
+}
+
+#[test]
+fn memory_is_the_average_working_set_of_the_app_container() {
+    assert_eq!(
+        builtin_template(BuiltinMetric::Memory, None, &MetricNames::default()).unwrap(),
+        r#"avg(avg_over_time(container_memory_working_set_bytes{namespace="{{namespace}}",pod=~"{{pods}}",container="{{container}}"}[{{interval}}]))"#
+    );
+}
+
+#[test]
+fn gvl_wait_is_a_share_of_request_time() {
+    assert_eq!(
+        builtin_template(BuiltinMetric::GvlWait, None, &MetricNames::default()).unwrap(),
+        format!("sum(rate(ruby_gvl_wait_seconds_total{SEL}[{{{{interval}}}}])) / sum(rate(rails_request_duration_seconds_sum{SEL}[{{{{interval}}}}]))")
+    );
+}
+
+#[test]
+fn error_rate_is_the_5xx_share() {
+    let names = MetricNames {
+        requests_total: "http_requests_total".into(),
+        status_label: "code".into(),
+        ..MetricNames::default()
+    };
+    assert_eq!(
+        builtin_template(BuiltinMetric::ErrorRate, None, &names).unwrap(),
+        r#"(sum(rate(http_requests_total{namespace="{{namespace}}",pod=~"{{pods}}",code=~"5.."}[{{interval}}])) or vector(0)) / sum(rate(http_requests_total{namespace="{{namespace}}",pod=~"{{pods}}"}[{{interval}}]))"#
+    );
+}
+
+#[test]
+fn requests_and_io_share() {
+    let names = MetricNames::default();
+    assert_eq!(
+        requests_template(&names).unwrap(),
+        format!("sum(increase(rails_requests_total{SEL}[{{{{interval}}}}]))")
+    );
+    let r = |m: &str| format!("sum(rate({m}{SEL}[{{{{interval}}}}]))");
+    assert_eq!(
+        io_share_template(&names).unwrap(),
+        format!(
+            "{} / ({} + {} + {})",
+            r("ruby_io_wait_seconds_total"),
+            r("ruby_running_seconds_total"),
+            r("ruby_io_wait_seconds_total"),
+            r("ruby_gvl_wait_seconds_total")
+        )
+    );
+}
+
+#[test]
+fn per_request_times_and_the_busiest_pod() {
+    let names = MetricNames::default();
+    let r = |m: &str| format!("sum(rate({m}{SEL}[{{{{interval}}}}]))");
+    assert_eq!(
+        cpu_per_request_template(&names).unwrap(),
+        format!(
+            "{} / {}",
+            r("ruby_running_seconds_total"),
+            r("rails_requests_total")
+        )
+    );
+    assert_eq!(
+        io_per_request_template(&names).unwrap(),
+        format!(
+            "{} / {}",
+            r("ruby_io_wait_seconds_total"),
+            r("rails_requests_total")
+        )
+    );
+    assert_eq!(
+        busiest_pod_rate_template(&names).unwrap(),
+        format!("max(sum by (pod) (rate(rails_requests_total{SEL}[{{{{interval}}}}])))")
+    );
+    assert_eq!(
+        total_rate_template(&names).unwrap(),
+        r("rails_requests_total")
+    );
+    let bad = MetricNames {
+        running_seconds: "x{".into(),
+        ..MetricNames::default()
+    };
+    assert!(cpu_per_request_template(&bad).is_err());
+}
+
+#[test]
+fn names_that_could_inject_are_refused() {
+    let mut names = MetricNames {
+        memory: r#"up{job="x"} or container_memory_working_set_bytes"#.into(),
+        ..MetricNames::default()
+    };
+    let e = builtin_template(BuiltinMetric::Memory, None, &names).unwrap_err();
+    assert!(
+        e.to_string().starts_with("spec.analysis.metrics.memory"),
+        "{e}"
+    );
+    names = MetricNames::default();
+    names.status_label = "status=~\".*\",x".into();
+    assert!(builtin_template(BuiltinMetric::ErrorRate, None, &names).is_err());
+    names.status_label = "9status".into();
+    assert!(validate_names(&names).is_err());
+    assert!(validate_names(&MetricNames::default()).is_ok());
+    assert!(valid_name("ns:recorded_rule:rate5m", true));
+    assert!(!valid_name("ns:rule", false));
+    assert!(!valid_name("", true));
+}

@@ -1,0 +1,309 @@
+//! What is measured at every interval and the limits that judge it.
+
+use kube::KubeSchema;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use super::quantity::{parse_percent, Limit, QuantityError, DURATION_PATTERN, PERCENT_PATTERN};
+
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, KubeSchema)]
+#[serde(rename_all = "camelCase")]
+#[x_kube(
+    validation = Rule::new("self.checks.all(c, has(c.metric) || has(c.name))").message("a check with a custom query needs a name").field_path(".checks"),
+    validation = Rule::new("self.checks.all(c, self.checks.exists_one(d, (has(d.name) ? d.name : d.metric) == (has(c.name) ? c.name : c.metric)))").message("check names must be unique (a built-in check is named after its metric)").field_path(".checks")
+)]
+pub struct Analysis {
+    pub prometheus: PrometheusSource,
+    /// How often the checks run; also the PromQL range (`{{interval}}`). Make it at least two
+    /// Prometheus scrape intervals: `rate()` needs two samples in its range.
+    #[serde(default = "default_interval")]
+    #[schemars(regex(pattern = DURATION_PATTERN))]
+    // A duration is zero exactly when none of its digits is.
+    #[x_kube(validation = Rule::new("self.matches('[1-9]')").message("interval must be longer than 0s (make it at least two Prometheus scrape intervals)"))]
+    pub interval: String,
+    /// Failed analyses tolerated in the experiment; one more rolls back.
+    #[serde(default = "default_failure_limit")]
+    #[schemars(range(min = 0, max = 100))]
+    pub failure_limit: i32,
+    /// Inconclusive analyses (no data, too few requests, Prometheus errors) tolerated.
+    #[serde(default = "default_inconclusive_limit")]
+    #[schemars(range(min = 0, max = 100))]
+    pub inconclusive_limit: i32,
+    /// What happens when `inconclusiveLimit` is exceeded.
+    #[serde(default)]
+    pub on_inconclusive: InconclusiveAction,
+    /// Requests each variant must serve in an interval for the analysis to count.
+    #[serde(default = "default_min_requests")]
+    #[schemars(range(min = 0))]
+    pub min_requests: i64,
+    /// Metric names of the app's exporter.
+    #[serde(default)]
+    pub metrics: MetricNames,
+    #[schemars(length(min = 1, max = 32))]
+    pub checks: Vec<Check>,
+    /// Compare per-interval samples with a Mann-Whitney U test in addition to the limits.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub statistical: Option<Statistical>,
+    /// Thread-count recommendation from the measured I/O share.
+    #[serde(default)]
+    pub recommendation: RecommendationSpec,
+    /// The capacity gate: before each weight step, the candidate's predicted utilization at
+    /// the next stage (its per-pod load there over its estimated capacity, from the CPU and
+    /// I/O time per request measured in the current stage) must not exceed this, else the
+    /// experiment rolls back (or holds, with `onInconclusive: pause`) with reason
+    /// `InsufficientCapacity`. `off` turns the gate off (an exporter without the running and
+    /// I/O-wait counters).
+    #[serde(default = "default_max_predicted_utilization")]
+    #[schemars(regex(pattern = MAX_UTILIZATION_PATTERN))]
+    pub max_predicted_utilization: String,
+}
+
+/// `85%`, `120%`, or `off`.
+pub const MAX_UTILIZATION_PATTERN: &str = r"^([0-9]+(\.[0-9]+)?%|off)$";
+
+/// `spec.analysis.maxPredictedUtilization` as a share (0.85), `None` when `off`.
+pub fn max_predicted_utilization(analysis: &Analysis) -> Result<Option<f64>, QuantityError> {
+    let field = "spec.analysis.maxPredictedUtilization";
+    let v = analysis.max_predicted_utilization.trim();
+    if v == "off" {
+        return Ok(None);
+    }
+    let share = parse_percent(field, v)?;
+    if share > 0.0 {
+        Ok(Some(share))
+    } else {
+        // 0% would refuse every step: that is `off` turned inside out, never meant.
+        Err(QuantityError::OutOfRange {
+            field: field.into(),
+            value: v.into(),
+            why: "must be more than 0% (or off, to turn the capacity gate off)",
+        })
+    }
+}
+
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct PrometheusSource {
+    /// Base URL, e.g. `http://prometheus.monitoring:9090`.
+    #[schemars(regex(pattern = r"^https?://[^\s]+$"))]
+    pub url: String,
+}
+
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, JsonSchema, Default)]
+#[serde(rename_all = "camelCase")]
+pub enum InconclusiveAction {
+    #[default]
+    Rollback,
+    Pause,
+}
+
+/// Names as exported by the app; defaults are yabeda-rails and the reference images.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct MetricNames {
+    /// Request-duration histogram (without `_bucket`).
+    #[serde(default = "d_histogram")]
+    pub request_duration: String,
+    /// Request counter with a status label.
+    #[serde(default = "d_requests")]
+    pub requests_total: String,
+    /// The status label on the request counter.
+    #[serde(default = "d_status_label")]
+    pub status_label: String,
+    #[serde(default = "d_gvl_wait")]
+    pub gvl_wait_seconds: String,
+    #[serde(default = "d_io_wait")]
+    pub io_wait_seconds: String,
+    #[serde(default = "d_running")]
+    pub running_seconds: String,
+    /// Request queue-time histogram (without `_bucket`): load balancer's `X-Request-Start`
+    /// to the app picking the request up.
+    #[serde(default = "d_queue_time")]
+    pub queue_time: String,
+    /// Working-set memory per container (cAdvisor).
+    #[serde(default = "d_memory")]
+    pub memory: String,
+}
+
+impl Default for MetricNames {
+    fn default() -> Self {
+        Self {
+            request_duration: d_histogram(),
+            requests_total: d_requests(),
+            status_label: d_status_label(),
+            gvl_wait_seconds: d_gvl_wait(),
+            io_wait_seconds: d_io_wait(),
+            running_seconds: d_running(),
+            queue_time: d_queue_time(),
+            memory: d_memory(),
+        }
+    }
+}
+
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub enum BuiltinMetric {
+    /// A quantile of the request-duration histogram (seconds).
+    Latency,
+    /// Average working-set bytes per pod.
+    Memory,
+    /// Share of request time spent waiting for the GVL (0–1).
+    GvlWait,
+    /// Share of requests answered with 5xx (0–1).
+    ErrorRate,
+    /// A quantile of the request queue-time histogram (seconds): the wait for a free thread
+    /// that the request duration cannot see. Needs `X-Request-Start` from the load balancer.
+    QueueTime,
+}
+
+impl BuiltinMetric {
+    pub fn name(self) -> &'static str {
+        match self {
+            BuiltinMetric::Latency => "latency",
+            BuiltinMetric::Memory => "memory",
+            BuiltinMetric::GvlWait => "gvlWait",
+            BuiltinMetric::ErrorRate => "errorRate",
+            BuiltinMetric::QueueTime => "queueTime",
+        }
+    }
+}
+
+/// One comparison: a built-in `metric` or a custom `query`, with absolute and/or relative limits.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, KubeSchema)]
+#[serde(rename_all = "camelCase")]
+#[x_kube(
+    validation = Rule::new("has(self.metric) != has(self.query)").message("set exactly one of metric or query").field_path(".metric"),
+    validation = Rule::new("has(self.min) || has(self.max) || has(self.maxIncrease)").message("a check needs at least one of min, max or maxIncrease").field_path(".max").reason(kube::core::Reason::FieldValueRequired),
+    validation = Rule::new("!has(self.quantile) || (has(self.metric) && (self.metric == 'latency' || self.metric == 'queueTime'))").message("quantile is only valid for metric: latency or queueTime").field_path(".quantile").reason(kube::core::Reason::FieldValueForbidden)
+)]
+pub struct Check {
+    /// Defaults to the metric's name; required for custom queries.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(regex(pattern = r"^[a-zA-Z][a-zA-Z0-9_-]{0,62}$"), length(max = 63))]
+    pub name: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub metric: Option<BuiltinMetric>,
+    /// Custom PromQL returning one value; `{{namespace}}`, `{{pods}}`, `{{interval}}`,
+    /// `{{container}}` are filled in per variant.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 4096))]
+    pub query: Option<String>,
+    /// Quantile for `latency` and `queueTime`, default 0.99.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0.01, max = 0.9999))]
+    pub quantile: Option<f64>,
+    /// The candidate must be at least this.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub min: Option<Limit>,
+    /// The candidate must be at most this (`500ms`, `15%`, `512Mi`, `5`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max: Option<Limit>,
+    /// The candidate may exceed the baseline of the same interval by at most this share.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(regex(pattern = PERCENT_PATTERN))]
+    pub max_increase: Option<String>,
+}
+
+impl Check {
+    /// The name shown in status and used as the metric label.
+    pub fn display_name(&self) -> String {
+        match (&self.name, self.metric) {
+            (Some(n), _) => n.clone(),
+            (None, Some(m)) => m.name().to_string(),
+            (None, None) => "custom".into(),
+        }
+    }
+}
+
+/// Most per-interval samples a statistical test can have: the analyses kept in status and the
+/// current one.
+pub const MAX_MIN_SAMPLES: i32 = super::status::KEPT_ANALYSES as i32 + 1;
+
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, KubeSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Statistical {
+    /// Significance level of the one-sided Mann-Whitney U test.
+    #[serde(default = "default_alpha")]
+    #[schemars(range(min = 0.0001, max = 0.5))]
+    pub alpha: f64,
+    /// Samples per variant before the test is applied, at most 11: the samples are the last
+    /// 10 analyses kept in status and the current one.
+    #[serde(default = "default_min_samples")]
+    #[schemars(range(min = 3))]
+    #[x_kube(validation = Rule::new(format!("self <= {MAX_MIN_SAMPLES}")).message(kube::core::Message::Message(format!("minSamples must be at most {MAX_MIN_SAMPLES}: the samples are the last {} analyses kept in status and the current one, so a larger value never tests", MAX_MIN_SAMPLES - 1))))]
+    pub min_samples: i32,
+}
+
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct RecommendationSpec {
+    /// Smallest gain of one more thread that is still worth it.
+    #[serde(default = "default_min_gain")]
+    #[schemars(regex(pattern = PERCENT_PATTERN))]
+    pub min_gain: String,
+    /// I/O share above which an async server is advised.
+    #[serde(default = "default_async_above")]
+    #[schemars(regex(pattern = PERCENT_PATTERN))]
+    pub async_above: String,
+}
+
+impl Default for RecommendationSpec {
+    fn default() -> Self {
+        Self {
+            min_gain: default_min_gain(),
+            async_above: default_async_above(),
+        }
+    }
+}
+
+fn default_interval() -> String {
+    "1m".into()
+}
+fn default_failure_limit() -> i32 {
+    1
+}
+fn default_inconclusive_limit() -> i32 {
+    3
+}
+fn default_min_requests() -> i64 {
+    50
+}
+fn default_alpha() -> f64 {
+    0.05
+}
+fn default_min_samples() -> i32 {
+    5
+}
+fn default_max_predicted_utilization() -> String {
+    "85%".into()
+}
+fn default_min_gain() -> String {
+    "5%".into()
+}
+fn default_async_above() -> String {
+    "95%".into()
+}
+fn d_histogram() -> String {
+    "rails_request_duration_seconds".into()
+}
+fn d_requests() -> String {
+    "rails_requests_total".into()
+}
+fn d_status_label() -> String {
+    "status".into()
+}
+fn d_gvl_wait() -> String {
+    "ruby_gvl_wait_seconds_total".into()
+}
+fn d_io_wait() -> String {
+    "ruby_io_wait_seconds_total".into()
+}
+fn d_running() -> String {
+    "ruby_running_seconds_total".into()
+}
+fn d_queue_time() -> String {
+    "rails_request_queue_time_seconds".into()
+}
+fn d_memory() -> String {
+    "container_memory_working_set_bytes".into()
+}

@@ -1,0 +1,148 @@
+//! Command line: every flag of `run` can also be set through an environment variable, so the
+//! Helm chart configures the operator with env alone.
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use clap::{Args, Parser, Subcommand};
+
+use crate::api::{parse_duration, parse_percent};
+pub use crate::telemetry::LogFormat;
+
+#[derive(Parser, Debug)]
+#[command(name = "concurrency-operator", version, about)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum Command {
+    /// Run the operator.
+    Run(RunArgs),
+    /// Print the ConcurrencyExperiment CRD as YAML.
+    Crd,
+    /// Print the Amdahl thread-count table for a measured I/O share.
+    Recommend(RecommendArgs),
+    /// Delete every experiment in the watched namespaces and wait until they are gone (the
+    /// running operator restores each baseline first). Run before uninstalling.
+    Drain(DrainArgs),
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct RunArgs {
+    /// Namespaces to watch, comma separated; empty watches all namespaces.
+    #[arg(
+        long,
+        env = "CONCURRENCY_OPERATOR_NAMESPACES",
+        value_delimiter = ',',
+        num_args = 0..
+    )]
+    pub namespaces: Vec<String>,
+    /// Address of the /metrics, /healthz and /readyz server.
+    #[arg(
+        long,
+        env = "CONCURRENCY_OPERATOR_METRICS_ADDR",
+        default_value = "0.0.0.0:8080"
+    )]
+    pub metrics_addr: SocketAddr,
+    /// `text` for a terminal, `json` for a log pipeline (RUST_LOG sets the filter).
+    #[arg(
+        long,
+        env = "CONCURRENCY_OPERATOR_LOG_FORMAT",
+        value_enum,
+        default_value_t = LogFormat::Text
+    )]
+    pub log_format: LogFormat,
+    /// Reconcile only while holding the Lease (needed with more than one replica).
+    #[arg(long, env = "CONCURRENCY_OPERATOR_LEADER_ELECTION")]
+    pub leader_election: bool,
+    /// Name of the coordination.k8s.io Lease used for leader election.
+    #[arg(
+        long,
+        env = "CONCURRENCY_OPERATOR_LEASE_NAME",
+        default_value = "concurrency-operator"
+    )]
+    pub lease_name: String,
+    /// Namespace of the Lease; default: the pod's namespace (POD_NAMESPACE) or `default`.
+    #[arg(long, env = "CONCURRENCY_OPERATOR_LEASE_NAMESPACE")]
+    pub lease_namespace: Option<String>,
+    /// Timeout of each Prometheus query.
+    #[arg(
+        long,
+        env = "CONCURRENCY_OPERATOR_PROMETHEUS_TIMEOUT",
+        default_value = "10s",
+        value_parser = duration
+    )]
+    pub prometheus_timeout: Duration,
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct DrainArgs {
+    /// Namespaces to drain, comma separated; empty drains all namespaces.
+    #[arg(
+        long,
+        env = "CONCURRENCY_OPERATOR_NAMESPACES",
+        value_delimiter = ',',
+        num_args = 0..
+    )]
+    pub namespaces: Vec<String>,
+    /// How long to wait for the experiments to be gone.
+    #[arg(
+        long,
+        env = "CONCURRENCY_OPERATOR_DRAIN_TIMEOUT",
+        default_value = "5m",
+        value_parser = duration
+    )]
+    pub timeout: Duration,
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct RecommendArgs {
+    /// Measured I/O share of request time, 0..1 (e.g. 0.52) or a percentage (52%).
+    #[arg(long, value_parser = share)]
+    pub io_ratio: f64,
+    /// Smallest gain of one more thread that is still worth it.
+    #[arg(long, default_value = "5%", value_parser = share)]
+    pub min_gain: f64,
+    /// I/O share above which an async server (Falcon) is advised.
+    #[arg(long, default_value = "95%", value_parser = share)]
+    pub async_above: f64,
+}
+
+/// The namespaces to watch or drain, without empty entries: the chart passes
+/// `CONCURRENCY_OPERATOR_NAMESPACES=""` for "all namespaces", which clap reads as one empty
+/// namespace (an API path `namespaces//…` that matches nothing).
+pub fn namespaces(list: &[String]) -> Vec<String> {
+    list.iter()
+        .map(|n| n.trim())
+        .filter(|n| !n.is_empty())
+        .map(String::from)
+        .collect()
+}
+
+pub(crate) fn duration(value: &str) -> Result<Duration, String> {
+    parse_duration("duration", value).map_err(|e| e.to_string())
+}
+
+/// `0.52` or `52%` → 0.52; rejects values outside 0..=1.
+pub(crate) fn share(value: &str) -> Result<f64, String> {
+    let v = if value.trim().ends_with('%') {
+        parse_percent("share", value).map_err(|e| e.to_string())?
+    } else {
+        value
+            .trim()
+            .parse::<f64>()
+            .map_err(|_| format!("{value:?} is not a number like 0.52 or 52%"))?
+    };
+    if (0.0..=1.0).contains(&v) {
+        Ok(v)
+    } else {
+        Err(format!(
+            "{value:?} must be between 0 and 1 (or 0% and 100%)"
+        ))
+    }
+}
+
+#[cfg(test)]
+mod tests;

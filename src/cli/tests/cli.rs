@@ -1,0 +1,88 @@
+use crate::cli::*;
+
+fn parse(args: &[&str]) -> Result<Cli, clap::Error> {
+    Cli::try_parse_from(std::iter::once("concurrency-operator").chain(args.iter().copied()))
+}
+
+#[test]
+fn run_has_working_defaults() {
+    let Command::Run(run) = parse(&["run"]).unwrap().command else {
+        panic!("not run")
+    };
+    assert!(run.namespaces.is_empty());
+    assert_eq!(run.metrics_addr.to_string(), "0.0.0.0:8080");
+    assert_eq!(run.log_format, LogFormat::Text);
+    assert!(!run.leader_election);
+    assert_eq!(run.lease_name, "concurrency-operator");
+    assert_eq!(run.prometheus_timeout, Duration::from_secs(10));
+}
+
+#[test]
+fn run_flags_parse() {
+    let cli = parse(&[
+        "run",
+        "--namespaces",
+        "shop,billing",
+        "--log-format",
+        "json",
+        "--leader-election",
+        "--prometheus-timeout",
+        "1m30s",
+    ])
+    .unwrap();
+    let Command::Run(run) = cli.command else {
+        panic!("not run")
+    };
+    assert_eq!(run.namespaces, ["shop", "billing"]);
+    assert_eq!(run.log_format, LogFormat::Json);
+    assert!(run.leader_election);
+    assert_eq!(run.prometheus_timeout, Duration::from_secs(90));
+    assert!(parse(&["run", "--prometheus-timeout", "10"]).is_err());
+}
+
+#[test]
+fn an_empty_namespace_list_means_all_namespaces() {
+    let Command::Drain(d) = parse(&["drain", "--namespaces", ""]).unwrap().command else {
+        panic!("not drain")
+    };
+    assert_eq!(d.namespaces, [""]);
+    assert!(namespaces(&d.namespaces).is_empty());
+    let Command::Run(r) = parse(&["run", "--namespaces", "shop, ,billing,"])
+        .unwrap()
+        .command
+    else {
+        panic!("not run")
+    };
+    assert_eq!(namespaces(&r.namespaces), ["shop", "billing"]);
+}
+
+#[test]
+fn drain_defaults_and_flags() {
+    let Command::Drain(d) = parse(&["drain"]).unwrap().command else {
+        panic!("not drain")
+    };
+    assert!(d.namespaces.is_empty());
+    assert_eq!(d.timeout, Duration::from_secs(300));
+    let Command::Drain(d) = parse(&["drain", "--namespaces", "shop,billing", "--timeout", "90s"])
+        .unwrap()
+        .command
+    else {
+        panic!("not drain")
+    };
+    assert_eq!(d.namespaces, ["shop", "billing"]);
+    assert_eq!(d.timeout, Duration::from_secs(90));
+    assert!(parse(&["drain", "--timeout", "soon"]).is_err());
+}
+
+#[test]
+fn recommend_takes_ratios_and_percentages() {
+    let Command::Recommend(r) = parse(&["recommend", "--io-ratio", "52%"]).unwrap().command else {
+        panic!("not recommend")
+    };
+    assert!((r.io_ratio - 0.52).abs() < 1e-12);
+    assert!((r.min_gain - 0.05).abs() < 1e-12);
+    assert!((r.async_above - 0.95).abs() < 1e-12);
+    assert!(parse(&["recommend", "--io-ratio", "1.5"]).is_err());
+    assert!(parse(&["recommend", "--io-ratio", "lots"]).is_err());
+    assert!(parse(&["recommend"]).is_err());
+}

@@ -1,0 +1,240 @@
+use pretty_assertions::assert_eq;
+use serde_json::Value;
+
+use super::fixtures::*;
+use crate::api::ConcurrencyExperiment;
+use crate::kubectl::cli::{InitArgs, InitServer};
+use crate::kubectl::init;
+
+/// What the API server would do with the manifest: the CRD's schema and CEL rules, then the
+/// operator's own validation of what the schema cannot express.
+fn assert_valid(yaml: &str) -> ConcurrencyExperiment {
+    use kube::CustomResourceExt;
+    let object: Value =
+        serde_json::to_value(serde_yaml::from_str::<serde_yaml::Value>(yaml).unwrap()).unwrap();
+    let crd = serde_json::to_value(ConcurrencyExperiment::crd()).unwrap();
+    let schema = &crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"];
+    let validator = jsonschema::validator_for(schema).unwrap();
+    let errors: Vec<String> = validator
+        .iter_errors(&object)
+        .map(|e| e.to_string())
+        .collect();
+    assert!(errors.is_empty(), "{errors:#?}\n{yaml}");
+    kube::core::cel::Validator::new()
+        .validate(schema, &object, None)
+        .unwrap_or_else(|e| panic!("CEL: {:?}\n{yaml}", e.into_vec()));
+    let exp: ConcurrencyExperiment = serde_json::from_value(object).unwrap();
+    crate::plan::validate(&exp.spec, None).unwrap();
+    crate::analysis::validate(&exp.spec.analysis).unwrap();
+    exp
+}
+
+fn init_args(server: InitServer, threads: Option<i32>, workers: Option<i32>) -> InitArgs {
+    InitArgs {
+        deployment: "storefront".into(),
+        server,
+        threads,
+        workers,
+        prometheus: None,
+        container: None,
+        name: None,
+    }
+}
+
+fn puma_2x6() -> crate::api::RenderedServer {
+    crate::api::RenderedServer {
+        server: crate::api::ServerKind::Puma,
+        workers: Some(2),
+        threads: Some(6),
+        ..Default::default()
+    }
+}
+
+fn starting(candidate: crate::api::ServerConfig, data: Option<Vec<bool>>) -> init::Starting {
+    init::Starting {
+        name: init::default_name("storefront", &candidate),
+        namespace: "shop".into(),
+        deployment: "storefront".into(),
+        container: "web".into(),
+        baseline: puma_2x6(),
+        candidate,
+        prometheus: data
+            .as_ref()
+            .map(|_| "http://prometheus.monitoring:9090".to_string()),
+        data,
+    }
+}
+
+#[test]
+fn init_writes_a_valid_starter_with_the_current_config_as_a_comment() {
+    let candidate =
+        init::candidate(&init_args(InitServer::Puma, Some(4), None), &puma_2x6()).unwrap();
+    let yaml = init::manifest(&starting(candidate, None));
+    assert_eq!(
+        yaml,
+        r#"# Starter ConcurrencyExperiment for Deployment storefront in namespace shop.
+# The target runs now (read back from container web): puma 2×6
+# Candidate: puma 2×4. Review stages and checks, then: kubectl apply -f FILE
+apiVersion: concurrency.dev/v1alpha1
+kind: ConcurrencyExperiment
+metadata:
+  name: "storefront-puma-2x4"
+  namespace: "shop"
+spec:
+  targetRef:
+    name: "storefront"
+  container: "web"
+  candidate:
+    server: puma
+    workers: 2
+    threads: 4
+  traffic:
+    router: replicas   # candidate pods join the target's Service; or gatewayAPI + httpRoute
+  stages:
+    - {weight: 30, duration: 10m}
+    - {weight: 70, duration: 10m}
+    - {weight: 100, duration: 10m}
+  analysis:
+    prometheus:
+      url: "http://prometheus.monitoring:9090"   # placeholder: your Prometheus (or pass --prometheus)
+    interval: 1m
+    failureLimit: 1
+    inconclusiveLimit: 3
+    minRequests: 50
+    checks:
+      # p99 request duration at most 10% above the baseline's in the same interval
+      - {metric: latency, quantile: 0.99, maxIncrease: "10%"}
+      # working set per pod at most 20% above the baseline's (memory grows with workers and threads)
+      - {metric: memory, maxIncrease: "20%"}
+      # share of request time spent waiting for the GVL: too many threads per process
+      - {metric: gvlWait, max: "15%"}
+      # share of 5xx responses
+      - {metric: errorRate, max: "1%"}
+      # time requests wait for a free thread; needs X-Request-Start from the load balancer
+      # - {metric: queueTime, quantile: 0.9, max: 50ms, maxIncrease: "50%"}   # enable once your app exports it (pass --prometheus to check)
+  promotion: auto   # or manual: hold at the last stage until `kubectl concurrency approve`
+"#
+    );
+    let exp = assert_valid(&yaml);
+    let names: Vec<String> = exp
+        .spec
+        .analysis
+        .checks
+        .iter()
+        .map(|c| c.display_name())
+        .collect();
+    assert_eq!(names, ["latency", "memory", "gvlWait", "errorRate"]);
+    assert_eq!(exp.spec.candidate.summary(), "puma 2×4");
+    assert_eq!(exp.metadata.name.as_deref(), Some("storefront-puma-2x4"));
+}
+
+#[test]
+fn init_for_falcon_has_no_thread_checks_and_probed_checks_follow_the_data() {
+    let args = init_args(InitServer::Falcon, None, Some(3));
+    let candidate = init::candidate(&args, &puma_2x6()).unwrap();
+    // Probed: latency, memory, errorRate, queueTime (no gvlWait for Falcon); memory had no data.
+    let yaml = init::manifest(&starting(candidate, Some(vec![true, false, true, true])));
+    let exp = assert_valid(&yaml);
+    let names: Vec<String> = exp
+        .spec
+        .analysis
+        .checks
+        .iter()
+        .map(|c| c.display_name())
+        .collect();
+    assert_eq!(names, ["latency", "errorRate", "queueTime"]);
+    assert_eq!(exp.metadata.name.as_deref(), Some("storefront-falcon-3"));
+    assert!(
+        yaml.contains("    server: falcon\n    workers: 3\n    # falcon: {mode: host}"),
+        "{yaml}"
+    );
+    assert!(
+        yaml.contains(r#"      # - {metric: memory, maxIncrease: "20%"}   # no data in Prometheus for the target's pods"#),
+        "{yaml}"
+    );
+    assert!(!yaml.contains("placeholder"), "{yaml}");
+    // Nothing had data: the unprobed defaults stay on, with a warning.
+    let candidate = init::candidate(&args, &puma_2x6()).unwrap();
+    let yaml = init::manifest(&starting(candidate, Some(vec![false; 4])));
+    assert!(yaml.contains("# WARNING: no check had data"), "{yaml}");
+    let exp = assert_valid(&yaml);
+    assert_eq!(exp.spec.analysis.checks.len(), 3);
+}
+
+#[test]
+fn init_refuses_what_would_not_be_an_experiment() {
+    let same = init::candidate(&init_args(InitServer::Puma, Some(6), None), &puma_2x6());
+    assert_eq!(
+        same.unwrap_err().to_string(),
+        "the target already runs puma 2×6: choose another config"
+    );
+    let e = init::candidate(&init_args(InitServer::Puma, None, Some(2)), &puma_2x6()).unwrap_err();
+    assert_eq!(e.to_string(), "--threads N is needed for a puma candidate");
+    let e = init::candidate(
+        &init_args(InitServer::Falcon, Some(4), Some(2)),
+        &puma_2x6(),
+    )
+    .unwrap_err();
+    assert!(
+        e.to_string().starts_with("--threads is for puma only"),
+        "{e}"
+    );
+    // A new worker count, same threads, is a different config.
+    let c = init::candidate(&init_args(InitServer::Puma, Some(6), Some(3)), &puma_2x6()).unwrap();
+    assert_eq!(c.summary(), "puma 3×6");
+    assert_eq!(init::default_name(&"x".repeat(260), &c).len(), 253);
+}
+
+#[tokio::test]
+async fn init_reads_the_target_and_probes_each_check_query() {
+    let (url, queries) = canned_prometheus(vec![
+        ("rails_request_queue_time_seconds", None),
+        ("ruby_gvl_wait_seconds_total", Some(0.01)),
+        ("rails_request_duration_seconds_bucket", Some(0.2)),
+        ("container_memory_working_set_bytes", Some(2e8)),
+        ("rails_requests_total", Some(0.0)),
+    ])
+    .await;
+    let (session, seen, server) = scripted(vec![Exchange::new(
+        "GET",
+        &format!("{DEPLOYMENTS}/storefront"),
+        200,
+        &deployment_json(None),
+    )]);
+    let mut args = init_args(InitServer::Puma, Some(4), None);
+    args.prometheus = Some(url.clone());
+    args.container = Some("web".into());
+    let mut out = Vec::new();
+    init::run(&session, &args, &mut out).await.unwrap();
+    server.abort();
+    assert_eq!(lines(&seen), [format!("GET {DEPLOYMENTS}/storefront")]);
+    let yaml = text(out);
+    let exp = assert_valid(&yaml);
+    let names: Vec<String> = exp
+        .spec
+        .analysis
+        .checks
+        .iter()
+        .map(|c| c.display_name())
+        .collect();
+    assert_eq!(names, ["latency", "memory", "gvlWait", "errorRate"]);
+    assert_eq!(exp.spec.analysis.prometheus.url, url);
+    assert!(
+        yaml.contains("# The target runs now (read back from container web): puma 2×6\n"),
+        "{yaml}"
+    );
+    assert!(yaml.contains("# - {metric: queueTime"), "{yaml}");
+    // The operator's queries for the baseline's pods, memory for container web.
+    let queries = queries.lock().unwrap().clone();
+    assert_eq!(queries.len(), 5, "{queries:#?}");
+    assert!(
+        queries
+            .iter()
+            .all(|q| q.contains(r#"namespace="shop",pod=~"^storefront-["#)),
+        "{queries:#?}"
+    );
+    assert!(
+        queries.iter().any(|q| q.contains(r#"container="web""#)),
+        "{queries:#?}"
+    );
+}

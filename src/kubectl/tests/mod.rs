@@ -1,0 +1,11 @@
+//! The plugin's commands: exact output of the renderers, and every command against a scripted
+//! API server (the exact calls, their bodies, and the one-line errors).
+
+mod cli;
+mod control;
+mod fixtures;
+mod get;
+mod history;
+mod init;
+mod recommend;
+mod render;
