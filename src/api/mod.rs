@@ -3,6 +3,7 @@
 
 mod analysis;
 mod experiment;
+mod promotion;
 mod quantity;
 mod server;
 mod status;
@@ -10,6 +11,7 @@ mod traffic;
 
 pub use analysis::*;
 pub use experiment::*;
+pub use promotion::*;
 pub use quantity::*;
 pub use server::*;
 pub use status::*;

@@ -4,7 +4,9 @@ use std::time::Duration;
 
 use jiff::Timestamp;
 
-use crate::api::{AnalysisRecord, ConcurrencyExperimentStatus, Recommendation, RenderedServer};
+use crate::api::{
+    AnalysisRecord, ConcurrencyExperimentStatus, PromotionPatch, Recommendation, RenderedServer,
+};
 
 /// Everything the shell observed in one reconcile.
 #[derive(Clone, Debug, PartialEq)]
@@ -79,6 +81,11 @@ pub struct TargetState {
     pub runs_candidate_config: bool,
     /// `workload::TemplateFingerprint` of the pod template, as text.
     pub template_hash: String,
+    /// `workload::promoted_fingerprint`: the template with the candidate config rendered in,
+    /// env order aside. The same before and after Git brings exactly the candidate config.
+    pub promoted_hash: Option<String>,
+    /// `workload::promotion_patch`: what to commit so the target runs the candidate config.
+    pub promotion_patch: Option<PromotionPatch>,
 }
 
 /// A HorizontalPodAutoscaler whose `scaleTargetRef` is the target.

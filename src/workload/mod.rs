@@ -10,6 +10,7 @@ mod env;
 mod error;
 mod fingerprint;
 mod names;
+mod patch;
 mod render;
 
 pub use autoscaler::*;
@@ -19,11 +20,14 @@ pub use env::*;
 pub use error::*;
 pub use fingerprint::*;
 pub use names::*;
+pub use patch::*;
 pub use render::*;
 
 #[cfg(test)]
 mod deployment_tests;
 #[cfg(test)]
 pub(crate) mod fixtures;
+#[cfg(test)]
+mod patch_tests;
 #[cfg(test)]
 mod render_tests;
