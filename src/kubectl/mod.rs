@@ -15,6 +15,8 @@ pub mod recommend;
 pub mod render;
 
 #[cfg(test)]
+mod external_tests;
+#[cfg(test)]
 mod fixtures;
 #[cfg(test)]
 mod tests;
