@@ -305,7 +305,10 @@ pub fn experiment_detail(exp: &ConcurrencyExperiment, now: Timestamp) -> String 
     ));
     lines.extend(hold_lines(exp, &st));
     if let Some(p) = &st.promotion_patch {
-        lines.push(format!("Promotion:   {} (strategic merge patch)", p.summary));
+        lines.push(format!(
+            "Promotion:   {} (strategic merge patch)",
+            p.summary
+        ));
         lines.extend(p.strategic_merge_patch.lines().map(|l| format!("  {l}")));
     }
     let mut out: String = lines.iter().map(|l| format!("{l}\n")).collect();

@@ -50,7 +50,11 @@ pub fn holding(cx: &Ctx) -> bool {
 
 /// All stages passed: hold for the commit, with the patch it needs.
 pub fn hold(cx: &mut Ctx) {
-    cx.status.promotion_patch = cx.obs.target.as_ref().and_then(|t| t.promotion_patch.clone());
+    cx.status.promotion_patch = cx
+        .obs
+        .target
+        .as_ref()
+        .and_then(|t| t.promotion_patch.clone());
     cx.set_hold(Some(HoldReason::AwaitingExternalPromotion));
 }
 

@@ -40,7 +40,10 @@ pub fn promotion_patch(
         said.push("resources from spec.candidate.resources".into());
     }
     let summary = if said.is_empty() {
-        format!("nothing to change: container {} already runs it", before.name)
+        format!(
+            "nothing to change: container {} already runs it",
+            before.name
+        )
     } else {
         format!("{} on container {}", said.join("; "), before.name)
     };

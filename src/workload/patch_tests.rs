@@ -68,7 +68,10 @@ fn the_patch_sets_only_what_the_candidate_changes_and_committing_it_promotes() {
     );
     // Once committed there is nothing left to change.
     let again = promotion_patch(&committed, &config, None).unwrap();
-    assert_eq!(again.summary, "nothing to change: container app already runs it");
+    assert_eq!(
+        again.summary,
+        "nothing to change: container app already runs it"
+    );
 }
 
 #[test]

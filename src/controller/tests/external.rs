@@ -67,7 +67,11 @@ async fn git_completes_the_promotion_and_the_operator_never_writes_the_template(
         .collect();
     assert_eq!(notes.len(), 1, "{:?}", fake.event_reasons());
     assert!(notes[0].contains(&patch.summary), "{}", notes[0]);
-    assert!(notes[0].contains(&patch.strategic_merge_patch), "{}", notes[0]);
+    assert!(
+        notes[0].contains(&patch.strategic_merge_patch),
+        "{}",
+        notes[0]
+    );
 
     // Nobody has merged yet: it waits, the candidate serving everything.
     for _ in 0..3 {
@@ -102,7 +106,10 @@ async fn git_completes_the_promotion_and_the_operator_never_writes_the_template(
         .as_array()
         .unwrap()
         .contains(&json!({"name": "RAILS_MAX_THREADS", "value": "4"})));
-    assert!(fake.get::<Deployment>(CANDIDATE).is_none(), "candidate removed");
+    assert!(
+        fake.get::<Deployment>(CANDIDATE).is_none(),
+        "candidate removed"
+    );
     let reasons = fake.event_reasons();
     assert!(!reasons.iter().any(|r| r == "TargetChanged"), "{reasons:?}");
     assert!(reasons.ends_with(&["Promoting".to_string(), "Succeeded".to_string()]));

@@ -11,9 +11,24 @@ fn external(extra: &str) -> ConcurrencyExperimentSpec {
     ))
 }
 
+fn patch() -> crate::api::PromotionPatch {
+    crate::api::PromotionPatch {
+        container: "web".into(),
+        summary: "set RAILS_MAX_THREADS=4 on container web".into(),
+        strategic_merge_patch: "spec: …".into(),
+    }
+}
+
+/// A run whose shell reports the patch for the target, as `workload::promotion_patch` makes it.
+fn run_of(spec: ConcurrencyExperimentSpec) -> Run {
+    let mut run = Run::new(spec, 4);
+    run.world.target.as_mut().unwrap().promotion_patch = Some(patch());
+    run
+}
+
 /// All stages passed, held for Git.
 fn held(spec: ConcurrencyExperimentSpec) -> Run {
-    let mut run = Run::new(spec, 4);
+    let mut run = run_of(spec);
     run.tick(None);
     run.advance(60, 8, Verdict::Pass);
     assert_eq!(run.status.phase, Phase::Paused);
@@ -79,7 +94,10 @@ fn it_holds_with_the_patch_and_completes_when_git_brings_the_candidate_config() 
         "{msg}"
     );
     let note = event_message(&run, AWAITING_EXTERNAL_PROMOTION);
-    assert!(note.contains("until Git promotes: set RAILS_MAX_THREADS=4"), "{note}");
+    assert!(
+        note.contains("until Git promotes: set RAILS_MAX_THREADS=4"),
+        "{note}"
+    );
     assert!(note.ends_with("spec: …"), "the patch itself: {note}");
     // The candidate serves everything meanwhile; the hold lasts (no deadline) and says
     // nothing new.
@@ -138,14 +156,17 @@ fn any_other_template_change_while_held_is_still_target_changed() {
     run.world.target.as_mut().unwrap().promoted_hash = Some("t=00000000000000b2".into());
     until_finished(&mut run);
     assert_eq!(run.status.phase, Phase::RolledBack);
-    assert_eq!(run.status.decision.as_ref().unwrap().reason, "TargetChanged");
+    assert_eq!(
+        run.status.decision.as_ref().unwrap().reason,
+        "TargetChanged"
+    );
     assert_eq!(run.status.promotion_patch, None);
     assert_eq!(wrote_template(&run), 0);
 }
 
 #[test]
 fn the_candidate_config_before_the_last_stage_rolls_back_unjudged() {
-    let mut run = Run::new(external(""), 4);
+    let mut run = run_of(external(""));
     run.tick(None);
     run.advance(30, 2, Verdict::Pass);
     assert_eq!(run.status.stage_index, Some(0));
@@ -155,11 +176,14 @@ fn the_candidate_config_before_the_last_stage_rolls_back_unjudged() {
     let d = run.status.decision.clone().unwrap();
     assert_eq!(d.reason, "TargetChanged");
     assert!(
-        d.message.contains("at stage 1/2, before the candidate was judged at 100 %"),
+        d.message
+            .contains("at stage 1/2, before the candidate was judged at 100 %"),
         "{}",
         d.message
     );
-    assert!(d.message.contains("revert that change to return to puma 2×6"));
+    assert!(d
+        .message
+        .contains("revert that change to return to puma 2×6"));
     // The target keeps what Git gave it, at its size.
     let t = run.world.target.as_ref().unwrap();
     assert!(t.runs_candidate_config);
@@ -213,7 +237,7 @@ fn a_gate_held_for_another_mode_decides_again_under_the_spec_s_mode() {
     let mut manual = external("");
     manual.promotion = Promotion::Manual;
     let mut run = {
-        let mut r = Run::new(manual, 4);
+        let mut r = run_of(manual);
         r.tick(None);
         r.advance(60, 8, Verdict::Pass);
         assert_eq!(r.status.hold_reason.as_deref(), Some(AWAITING_APPROVAL));

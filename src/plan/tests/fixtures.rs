@@ -82,14 +82,6 @@ pub const TEMPLATE_PROMOTED: &str = "t=00000000000000a2,c=000000c1,i=000000i1,e=
 /// `TargetState::promoted_hash` of both: the template with the candidate config rendered in.
 pub const PROMOTED: &str = "t=00000000000000b1,c=000000c1,i=000000i1,e=000000e3";
 
-pub fn patch() -> crate::api::PromotionPatch {
-    crate::api::PromotionPatch {
-        container: "web".into(),
-        summary: "set RAILS_MAX_THREADS=4 on container web".into(),
-        strategic_merge_patch: "spec: …".into(),
-    }
-}
-
 /// A cluster that carries out the actions: spec changes at once, pods get ready on `settle`.
 #[derive(Clone, Debug)]
 pub struct World {
@@ -149,7 +141,7 @@ impl World {
                 runs_candidate_config: false,
                 template_hash: TEMPLATE.into(),
                 promoted_hash: Some(PROMOTED.into()),
-                promotion_patch: Some(patch()),
+                promotion_patch: None,
             }),
             candidate: None,
             route_weight: 0,
