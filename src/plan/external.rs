@@ -26,7 +26,7 @@ pub fn remember(cx: &mut Ctx) {
         return;
     };
     let unchanged = original.template_hash.as_deref() == Some(target.template_hash.as_str());
-    if original.promoted_template_hash.is_none() && unchanged && !target.runs_candidate_config {
+    if original.promoted_template_hash.is_none() && unchanged {
         original.promoted_template_hash = target.promoted_hash.clone();
     }
 }
