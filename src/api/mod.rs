@@ -3,6 +3,7 @@
 
 mod analysis_spec;
 mod experiment;
+mod promotion;
 mod quantity;
 mod server_config;
 mod status;
@@ -10,6 +11,7 @@ mod traffic;
 
 pub use analysis_spec::*;
 pub use experiment::*;
+pub use promotion::*;
 pub use quantity::*;
 pub use server_config::*;
 pub use status::*;

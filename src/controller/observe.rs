@@ -437,6 +437,8 @@ pub fn observations(
         baseline: workload::read_baseline(d, container, &fetched.configmaps).ok(),
         runs_candidate_config: workload::runs_config(d, &exp.spec.candidate, container),
         template_hash: template_hash(d),
+        promoted_hash: workload::promoted_fingerprint(d, &exp.spec.candidate, container),
+        promotion_patch: workload::promotion_patch(d, &exp.spec.candidate, container).ok(),
     });
     Observations {
         now,

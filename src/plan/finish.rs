@@ -5,10 +5,11 @@ use super::ctx::Ctx;
 use super::observations::{Action, EventType};
 use super::timing::POLL;
 use crate::api::reason::DecisionReason;
-use crate::api::Phase;
+use crate::api::{Phase, Promotion};
 
 /// Promoting: write the candidate config into the target and scale it back to its original
 /// size; once it is rolled out, restore the route (gatewayAPI), then remove the candidate.
+/// With `promotion: external` Git wrote it: the template is never written here.
 pub fn promote(cx: &mut Ctx) {
     cx.update_variants();
     cover_candidate_autoscaler(cx);
@@ -19,6 +20,10 @@ pub fn promote(cx: &mut Ctx) {
     let router = cx.spec.traffic.router;
     let t = &target.deployment;
     if !target.runs_candidate_config {
+        if cx.spec.promotion == Promotion::External {
+            super::external::reverted(cx);
+            return roll_back(cx);
+        }
         cx.actions.push(Action::PromoteTarget);
     }
     if t.replicas != original {

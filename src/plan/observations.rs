@@ -5,7 +5,7 @@ use std::time::Duration;
 use jiff::Timestamp;
 
 pub use crate::analysis::AnalysisOutcome;
-use crate::api::{ConcurrencyExperimentStatus, RenderedServer};
+use crate::api::{ConcurrencyExperimentStatus, PromotionPatch, RenderedServer};
 pub use crate::workload::DeploymentState;
 
 /// Everything the shell observed in one reconcile.
@@ -81,6 +81,11 @@ pub struct TargetState {
     pub runs_candidate_config: bool,
     /// `workload::TemplateFingerprint` of the pod template, as text.
     pub template_hash: String,
+    /// `workload::promoted_fingerprint`: the template with the candidate config rendered in,
+    /// env order aside. The same before and after Git brings exactly the candidate config.
+    pub promoted_hash: Option<String>,
+    /// `workload::promotion_patch`: what to commit so the target runs the candidate config.
+    pub promotion_patch: Option<PromotionPatch>,
 }
 
 /// A HorizontalPodAutoscaler whose `scaleTargetRef` is the target.

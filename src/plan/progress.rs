@@ -4,6 +4,7 @@
 use super::analysis;
 use super::capacity::{self, Gate, CAPACITY_UNKNOWN};
 use super::ctx::Ctx;
+use super::external;
 use super::finish;
 use super::observations::{Action, EventType};
 use super::pause::{self, Pause};
@@ -16,6 +17,7 @@ use crate::traffic::Live;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
 pub const AWAITING_APPROVAL: &str = HoldReason::AwaitingApproval.as_str();
+pub const AWAITING_EXTERNAL_PROMOTION: &str = HoldReason::AwaitingExternalPromotion.as_str();
 /// Decision reason when a stage's split was not in force within `spec.progressDeadline`.
 pub const PROGRESS_DEADLINE_EXCEEDED: &str = DecisionReason::ProgressDeadlineExceeded.as_str();
 
@@ -36,6 +38,7 @@ pub fn run(cx: &mut Ctx, t: &Timing) {
     let new_analysis = cx.status.last_analysis_at != seen;
     pause::lift_inconclusive_hold(cx);
     pause::lift_capacity_hold(cx, t, index);
+    external::lift_gate_of_another_mode(cx);
     cx.status.planned_effective_weights =
         split::planned_effective_weights(cx.spec, cx.original(), cx.sizing());
     if cx.hold() == Some(HoldReason::AwaitingApproval) && !cx.spec.paused {
@@ -44,6 +47,9 @@ pub fn run(cx: &mut Ctx, t: &Timing) {
             cx.start_promotion(DecisionReason::Approved, msg);
             return finish::promote(cx);
         }
+    }
+    if external::complete(cx) {
+        return finish::promote(cx);
     }
     let mid_pause = pause::now(cx);
     if mid_pause != old_pause {
@@ -83,6 +89,8 @@ pub fn run(cx: &mut Ctx, t: &Timing) {
                     return finish::roll_back(cx);
                 }
             }
+        } else if cx.spec.promotion == Promotion::External {
+            external::hold(cx);
         } else if cx.spec.promotion == Promotion::Manual {
             match pause::approve_promotion(cx) {
                 Some(by) => {
@@ -137,6 +145,11 @@ fn restart_if_candidate_changed(cx: &mut Ctx) {
         to
     };
     cx.forget_measurements();
+    // Promoted with another config, the target looks otherwise: `external::remember` records
+    // it again.
+    if let Some(o) = cx.status.original.as_mut() {
+        o.promoted_template_hash = None;
+    }
     cx.set_stage(0);
     let first = cx.status.stage.clone().unwrap_or_default();
     let msg = format!(
@@ -310,6 +323,9 @@ fn describe(cx: &mut Ctx, t: &Timing, in_force: bool, paused: Option<Pause>, wai
                  to roll back.",
                 pause::gate_message(cx)
             ),
+            Some(Pause::Hold(HoldReason::AwaitingExternalPromotion)) => {
+                format!("{base} {}", external::status_message(cx))
+            }
             _ if waiting => format!(
                 "{base} The capacity gate holds the step: {}",
                 pause::gate_message(cx)

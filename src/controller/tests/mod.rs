@@ -5,6 +5,7 @@ mod analyse;
 mod config_source;
 mod error;
 mod experiments;
+mod external;
 mod fixtures;
 mod gateway;
 mod index;

@@ -79,6 +79,8 @@ pub fn measured(total_rate: f64) -> CapacityMeasurement {
 /// promotion wrote the candidate config into it (env changed).
 pub const TEMPLATE: &str = "t=00000000000000a1,c=000000c1,i=000000i1,e=000000e1";
 pub const TEMPLATE_PROMOTED: &str = "t=00000000000000a2,c=000000c1,i=000000i1,e=000000e2";
+/// `TargetState::promoted_hash` of both: the template with the candidate config rendered in.
+pub const PROMOTED: &str = "t=00000000000000b1,c=000000c1,i=000000i1,e=000000e3";
 
 /// A cluster that carries out the actions: spec changes at once, pods get ready on `settle`.
 #[derive(Clone, Debug)]
@@ -138,6 +140,8 @@ impl World {
                 baseline: Some(baseline),
                 runs_candidate_config: false,
                 template_hash: TEMPLATE.into(),
+                promoted_hash: Some(PROMOTED.into()),
+                promotion_patch: None,
             }),
             candidate: None,
             route_weight: 0,
