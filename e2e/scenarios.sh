@@ -66,67 +66,6 @@ assert_baseline_restored() {
 }
 
 # ---------------------------------------------------------------------------------------------
-scenario_invalid() {
-  local n=0 f expect out ns=e2e-invalid
-  new_ns $ns
-  for f in "$E2E"/manifests/invalid/*.yaml; do
-    expect=$(sed -n 's/^# expect: //p' "$f")
-    [[ -n $expect ]] || fail "$f has no '# expect:' line"
-    if out=$(kubectl -n $ns apply -f "$f" 2>&1); then
-      fail "$(basename "$f") was accepted: $out"
-    fi
-    # The apiserver writes list indices as [0]; take the field's last dotted part as well.
-    if ! grep -qF -- "$expect" <<<"$out"; then
-      fail "$(basename "$f"): refusal does not name $expect: $out"
-    fi
-    n=$((n + 1))
-  done
-  [[ $n -ge 8 ]] || fail "only $n invalid manifests"
-  log "  $n invalid manifests refused by the apiserver, each naming its field"
-  # Fields fixed once created: an edit is refused naming the field (CEL transition rules).
-  experiment $ns fixed '{server: puma, workers: 2, threads: 4}' "$LATENCY_CHECK"
-  for edit in '{"spec":{"targetRef":{"name":"checkout"}}}:spec.targetRef is immutable' \
-              '{"spec":{"container":"app"}}:spec.container is immutable' \
-              '{"spec":{"traffic":{"router":"gatewayAPI","httpRoute":"storefront"}}}:spec.traffic is immutable'; do
-    if out=$(kubectl -n $ns patch cexp fixed --type merge -p "${edit%%:spec.*}" 2>&1); then
-      fail "edit ${edit%%:spec.*} was accepted: $out"
-    fi
-    grep -qF -- "spec.${edit#*:spec.}" <<<"$out" || fail "edit refused without naming the field: $out"
-  done
-  # A status-only or a mutable edit still goes through.
-  kubectl -n $ns patch cexp fixed --type merge -p '{"spec":{"paused":true}}' >/dev/null || fail "spec.paused edit refused"
-  log "  targetRef, container and traffic edits refused; paused accepted"
-  # And the documented examples are accepted (the CEL rules fit the apiserver's cost budget).
-  for f in "$ROOT"/examples/*.yaml; do
-    kubectl -n $ns apply --dry-run=server -f "$f" >/dev/null || fail "example $(basename "$f") refused"
-  done
-  kubectl delete ns $ns --wait=false >/dev/null
-}
-
-scenario_promote() {
-  local ns=e2e-promote
-  new_ns $ns
-  deploy_target $ns
-  start_load $ns 240
-  experiment $ns threads '{server: puma, workers: 2, threads: 4}' "$LATENCY_CHECK"
-  wait_until 30 "experiment picked up" bash -c "[[ -n \$(kubectl -n $ns get cexp threads -o jsonpath='{.status.phase}') ]]"
-  E2E_SPLIT_TOLERANCE=15 progress $ns threads
-  kubectl -n $ns wait --for=condition=Succeeded cexp/threads --timeout=10s >/dev/null
-  [[ $(field $ns threads 's["decision"]["action"]') == Promote ]] || fail "decision is not Promote"
-  [[ $(deploy_env $ns storefront RAILS_MAX_THREADS) == 4 ]] || fail "target does not have the candidate's threads"
-  [[ $(deploy_env $ns storefront WEB_CONCURRENCY) == 2 ]] || fail "target does not have the candidate's workers"
-  [[ $(kubectl -n $ns get deploy storefront -o jsonpath='{.spec.replicas}') == "$E2E_REPLICAS" ]] || fail "target replicas changed"
-  wait_until 60 "candidate Deployment gone" bash -c "! kubectl -n $ns get deploy storefront-candidate"
-  has_event $ns threads Promoting || fail "no Promoting Event"
-  has_event $ns threads Succeeded || fail "no Succeeded Event"
-  # Every stage was analysed, in order.
-  [[ $(field $ns threads 'sorted({a["stageIndex"] for a in s["analyses"]})') == "[0, 1, 2]" ]] \
-    || log "  note: analyses kept in status: $(field $ns threads '[a["stageIndex"] for a in s["analyses"]]')"
-  field $ns threads '"recommendation: " + str((s.get("recommendation") or {}).get("message"))' >&2
-  no_rbac_denials
-  stop_load $ns
-}
-
 # rollback_with NS NAME CANDIDATE CHECKS CHECK_NAME: the candidate fails CHECK_NAME at the first
 # stage; while rolling back, ready pods never drop below the baseline's replica count.
 rollback_with() {
