@@ -1,7 +1,8 @@
 //! The experiments of the scenarios: short stages (30/70/100) and intervals.
 
 use anyhow::Context as _;
-use kube::api::PostParams;
+use kube::api::{DeleteParams, PostParams};
+use kube::runtime::wait::{await_condition, conditions};
 use serde_json::{json, Value};
 
 use crate::{prometheus_in_cluster, ConcurrencyExperiment, Result, Scenario};
@@ -128,6 +129,18 @@ impl Scenario {
     /// Creates the experiment.
     pub async fn apply(&self, e: &Exp) -> Result {
         self.create_cexp(e.object()?).await
+    }
+
+    /// Deletes the experiment and waits until it is gone (its finalizer done).
+    pub async fn delete_cexp(&self, name: &str, secs: u64) -> Result {
+        let uid = self.cexp(name).await?.metadata.uid.unwrap_or_default();
+        self.cexps.delete(name, &DeleteParams::default()).await?;
+        let api = self.cexps.clone();
+        crate::within(secs, &format!("experiment {name} deleted"), async move {
+            await_condition(api, name, conditions::is_deleted(&uid)).await?;
+            Ok(())
+        })
+        .await
     }
 
     pub async fn create_cexp(&self, e: ConcurrencyExperiment) -> Result {

@@ -7,6 +7,7 @@
 
 mod cluster;
 mod experiment;
+mod kubectl;
 mod load;
 mod operator;
 mod progress;
@@ -25,10 +26,13 @@ pub use cluster::{rolled_out, Ev};
 pub use experiment::{from_spec, latency_check, tolerant_check, Exp};
 pub use load::RATE;
 pub use progress::Progress;
+pub use prom::split_within;
 // The operator's own types: the only paths into its crate (besides the Prometheus client in
 // prom.rs), so a module rename there is a change here of these lines.
 pub use concurrency_operator::api::{ConcurrencyExperiment, ConcurrencyExperimentStatus, Phase};
-pub use target::Target;
+pub use kubectl::kc;
+pub use operator::{operator_name, operator_ns};
+pub use target::{app_image, Target};
 
 /// `anyhow::Result`, the scenarios' result.
 pub type Result<T = ()> = anyhow::Result<T>;
@@ -158,25 +162,46 @@ impl Scenario {
         what: &str,
         cond: impl Fn(&ConcurrencyExperiment) -> bool + Send + 'static,
     ) -> Result<ConcurrencyExperiment> {
-        let api = self.cexps.clone();
-        let waited = within(secs, what, async move {
-            kube::runtime::wait::await_condition(
-                api,
-                name,
-                move |o: Option<&ConcurrencyExperiment>| o.is_some_and(&cond),
-            )
-            .await
-            .map_err(anyhow::Error::from)
-        })
-        .await;
-        match waited {
-            Ok(Some(e)) => Ok(e),
-            Ok(None) => Err(anyhow!("{name} is gone, waiting for: {what}")),
+        match wait_for(self.cexps.clone(), name, secs, what, cond).await {
+            Ok(e) => Ok(e),
             Err(e) => {
                 let now = self.cexp(name).await.ok();
                 Err(e.context(format!("{name} is {}", summary(now.as_ref()))))
             }
         }
+    }
+
+    /// Runs `fut` while sampling, every second, the ready pods behind the target's Service
+    /// (baseline and candidate); returns its result and the fewest ready pods seen.
+    pub async fn min_ready_while<T>(
+        &self,
+        fut: impl Future<Output = Result<T>>,
+    ) -> Result<(T, usize)> {
+        let mut min = usize::MAX;
+        tokio::pin!(fut);
+        let mut tick = tokio::time::interval(Duration::from_secs(1));
+        loop {
+            tokio::select! {
+                out = &mut fut => return Ok((out?, min)),
+                _ = tick.tick() => {
+                    min = min.min(self.ready_pods("app=storefront").await?);
+                }
+            }
+        }
+    }
+
+    /// Sets annotation `key` on the experiment (a merge patch, as `kubectl annotate`).
+    pub async fn annotate(&self, name: &str, key: &str, value: &str) -> Result {
+        let patch = serde_json::json!({"metadata": {"annotations": {key: value}}});
+        self.cexps
+            .patch(
+                name,
+                &kube::api::PatchParams::default(),
+                &kube::api::Patch::Merge(&patch),
+            )
+            .await
+            .with_context(|| format!("annotating {name} {key}={value}"))?;
+        Ok(())
     }
 
     /// Waits until the experiment is in `phase`.
@@ -191,6 +216,79 @@ impl Scenario {
         })
         .await
     }
+}
+
+/// Waits (a watch) until object `name` exists and satisfies `cond`.
+pub async fn wait_for<K>(
+    api: Api<K>,
+    name: &str,
+    secs: u64,
+    what: &str,
+    cond: impl Fn(&K) -> bool + Send + 'static,
+) -> Result<K>
+where
+    K: kube::Resource + Clone + std::fmt::Debug + serde::de::DeserializeOwned + Send + 'static,
+{
+    let waited = within(secs, what, async move {
+        kube::runtime::wait::await_condition(api, name, move |o: Option<&K>| o.is_some_and(&cond))
+            .await
+            .map_err(anyhow::Error::from)
+    })
+    .await?;
+    waited.ok_or_else(|| anyhow!("{name} is gone, waiting for: {what}"))
+}
+
+/// Asks `check` every second until it answers true, for at most `secs`. Only for what has no
+/// object to watch (whether an Event was recorded).
+pub async fn eventually(secs: u64, what: &str, check: impl AsyncFn() -> Result<bool>) -> Result {
+    within(secs, what, async {
+        while !check().await? {
+            tokio::time::sleep(Duration::from_secs(1)).await;
+        }
+        Ok(())
+    })
+    .await
+}
+
+/// Runs `e2e/cluster/NAME ARGS…` (the cluster's lifecycle stays in bash: Prometheus, the
+/// gateway), its output on stderr; fails unless it exits 0.
+pub async fn cluster_script(name: &str, args: &[&str]) -> Result {
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../cluster/").to_string() + name;
+    let status = tokio::process::Command::new(&path)
+        .args(args)
+        .stdout(std::io::stderr())
+        .status()
+        .await
+        .with_context(|| format!("cannot run {path} (not on this cluster?)"))?;
+    anyhow::ensure!(
+        status.success(),
+        "{path} {} failed: {status}",
+        args.join(" ")
+    );
+    Ok(())
+}
+
+/// `install_operator ARGS…` of e2e/operator.sh: the Helm chart upgraded with these values
+/// (the helm install stays in bash, shared with e2e/run and e2e/demo).
+pub async fn install_operator(args: &[&str]) -> Result {
+    let root = concat!(env!("CARGO_MANIFEST_DIR"), "/../..");
+    let script =
+        "set -euo pipefail; source e2e/lib.sh; source e2e/operator.sh; install_operator \"$@\"";
+    let status = tokio::process::Command::new("bash")
+        .args(["-c", script, "install_operator"])
+        .args(args)
+        .current_dir(root)
+        .env("ROOT", root)
+        .stdout(std::io::stderr())
+        .status()
+        .await
+        .context("running bash")?;
+    anyhow::ensure!(
+        status.success(),
+        "install_operator {} failed: {status}",
+        args.join(" ")
+    );
+    Ok(())
 }
 
 /// Runs `fut` for at most `secs`.
@@ -250,6 +348,12 @@ pub fn api_message(e: &kube::Error) -> String {
 pub async fn alone() -> tokio::sync::MutexGuard<'static, ()> {
     static ONE_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
     ONE_AT_A_TIME.lock().await
+}
+
+/// Whether the experiment holds in `phase` for `reason` (`status.holdReason`).
+pub fn held(e: &ConcurrencyExperiment, phase: Phase, reason: &str) -> bool {
+    let s = status(e);
+    s.phase == phase && s.hold_reason.as_ref().is_some_and(|r| name_of(r) == reason)
 }
 
 /// `action/reason` of the decision (`-/-` without one).

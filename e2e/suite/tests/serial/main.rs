@@ -2,4 +2,8 @@
 //! Prometheus or the operator, or judge relative latency that other scenarios' load would
 //! disturb on a 2-core machine.
 
+mod blind;
+mod gateway;
+mod operator;
 mod promote;
+mod rollback;
