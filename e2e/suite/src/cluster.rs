@@ -166,12 +166,13 @@ impl Scenario {
         Ok(self.count_events(name, reason).await? > 0)
     }
 
-    /// Fails unless the experiment has an Event with `reason`.
+    /// Fails unless the experiment has an Event with `reason` within 15 s: the operator writes
+    /// status first and its Events after, so the phase can be seen a moment before them.
     pub async fn expect_event(&self, name: &str, reason: &str) -> Result {
-        if self.has_event(name, reason).await? {
-            return Ok(());
-        }
-        Err(anyhow!("{name}: no {reason} Event"))
+        crate::eventually(15, &format!("{name}: a {reason} Event"), async || {
+            self.has_event(name, reason).await
+        })
+        .await
     }
 
     /// What a failed scenario prints: each experiment's status and Events, the operator's log.

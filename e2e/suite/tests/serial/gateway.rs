@@ -155,8 +155,9 @@ async fn gateway() {
             if let Some((w, since)) = current {
                 if !measured.contains(&w) && in_force(w) && since.elapsed().as_secs() >= win + 5 {
                     let split = s.prom.observed_split(&s.ns, win).await?;
+                    let shown = split.map(|p| format!("{p}%")).unwrap_or_else(|| "-".into());
                     s.log(format!(
-                        "stage weight {w}: observed split through the gateway {split:?}% candidate (last {win} s)"
+                        "stage weight {w}: observed split through the gateway {shown} candidate (last {win} s)"
                     ));
                     split_within(split, w as i64, tol, "the route's weight")?;
                     measured.insert(w);

@@ -51,8 +51,11 @@ async fn rollback_with(s: &Scenario, exp: Exp, check: &str) -> anyhow::Result<()
         .filter(|a| name_of(&a.verdict) == "Fail")
         .flat_map(|a| a.checks.iter())
         .find(|c| name_of(&c.verdict) == "Fail");
-    s.log(format!("failed check: {failed:?}"));
     let c = failed.ok_or_else(|| anyhow::anyhow!("no failed check in a failed analysis"))?;
+    s.log(format!(
+        "failed check: {} baseline {:?} candidate {:?} limit {}",
+        c.name, c.baseline, c.candidate, c.limit
+    ));
     ensure!(
         c.name == check,
         "the failed check is {}, not {check}",
