@@ -10,7 +10,10 @@ use concurrency_operator::telemetry::{
     cancel_on_signal, init_logging, install_crypto_provider, CancellationToken, Metrics, Readiness,
     TelemetryServer,
 };
-use concurrency_operator::{analysis, api, drain};
+use concurrency_operator::webhook::{
+    Notifier, NotifierConfig, RetryPolicy, SlackSink, WebhookSink,
+};
+use concurrency_operator::{analysis, api, drain, notify};
 
 #[tokio::main]
 async fn main() -> ExitCode {
@@ -95,6 +98,7 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
         None
     };
 
+    let notifier = Notifier::start(notifier_config(&args.notify)?, metrics.clone());
     let namespaces = cli::namespaces(&args.namespaces);
     let config = RunConfig {
         namespaces: namespaces.clone(),
@@ -106,12 +110,14 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
         readiness,
         leader: election.as_ref().map(LeaderElection::subscribe),
         shutdown: shutdown.clone(),
+        notifier,
     };
     tracing::info!(
         ?namespaces,
         leader_election = args.leader_election,
         "starting"
     );
+    tracing::info!(enabled = config.notifier.is_enabled(), "notifications");
     let result = controller::run(client, config).await;
     // Whatever ended the controllers, stop the rest and release the lease.
     shutdown.cancel();
@@ -120,4 +126,38 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
     }
     server.wait().await;
     result.context("controller")
+}
+
+/// The notifier's sinks from the command line. Only the names in `--notify-events` are checked
+/// here: the files are read at each delivery (a Secret not mounted yet is a failed delivery,
+/// counted and logged, never a crash loop of the operator).
+fn notifier_config(args: &cli::NotifyArgs) -> anyhow::Result<NotifierConfig> {
+    let filter = notify::Filter::parse(&args.notify_events).context("--notify-events")?;
+    Ok(NotifierConfig {
+        webhook: args
+            .notify_webhook_url_file
+            .clone()
+            .map(|url_file| WebhookSink {
+                url_file,
+                signing_key_file: args.notify_webhook_signing_key_file.clone(),
+            }),
+        slack: args
+            .notify_slack_url_file
+            .clone()
+            .map(|url_file| SlackSink {
+                url_file,
+                options: notify::SlackOptions {
+                    username: args.notify_slack_username.clone().filter(|s| !s.is_empty()),
+                    channel: args.notify_slack_channel.clone().filter(|s| !s.is_empty()),
+                },
+            }),
+        filter,
+        cluster: args.notify_cluster.clone().filter(|s| !s.is_empty()),
+        retry: RetryPolicy {
+            attempts: args.notify_attempts,
+            timeout: args.notify_timeout,
+            ..RetryPolicy::default()
+        },
+        queue: 256,
+    })
 }
