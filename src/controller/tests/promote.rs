@@ -16,7 +16,7 @@ use crate::api::{ConcurrencyExperiment, Phase, ANNOTATION_APPROVE};
 /// Answers every instant query with one sample of `value` — but the capacity gate's CPU and
 /// I/O seconds per request with the demo app's 2 ms and 60 ms, so a Puma 2×4 candidate can
 /// carry the stages; returns its base URL.
-async fn fake_prometheus(value: &'static str) -> String {
+pub(super) async fn fake_prometheus(value: &'static str) -> String {
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let url = format!("http://{}", listener.local_addr().unwrap());
     tokio::spawn(async move {
@@ -58,7 +58,7 @@ async fn fake_prometheus(value: &'static str) -> String {
 /// What time and the Deployment controller would do between two reconciles: the current
 /// stage's clock and the last analysis move an hour into the past, and every Deployment
 /// becomes ready at its wanted size (rolled out).
-fn let_an_hour_pass(fake: &FakeApi) {
+pub(super) fn let_an_hour_pass(fake: &FakeApi) {
     let mut exp: Value = fake.get(EXP).unwrap();
     for field in ["stageStartedAt", "lastAnalysisAt"] {
         if let Some(at) = exp["status"][field].as_str() {

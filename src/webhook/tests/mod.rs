@@ -1,1 +1,2 @@
-
+mod deliver;
+mod fixtures;
