@@ -21,7 +21,7 @@ async fn main() -> ExitCode {
     let result = match cli.command {
         Command::Crd => crd(),
         Command::Recommend(args) => recommend(&args),
-        Command::Run(args) => run(args).await,
+        Command::Run(args) => run(*args).await,
         Command::Drain(args) => drain(args).await,
     };
     match result {

@@ -20,7 +20,7 @@ pub struct Cli {
 #[derive(Subcommand, Debug)]
 pub enum Command {
     /// Run the operator.
-    Run(RunArgs),
+    Run(Box<RunArgs>),
     /// Print the ConcurrencyExperiment CRD as YAML.
     Crd,
     /// Print the Amdahl thread-count table for a measured I/O share.
