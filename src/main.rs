@@ -15,6 +15,10 @@ use concurrency_operator::webhook::{
 };
 use concurrency_operator::{analysis, api, drain, notify};
 
+/// How long a stopping operator waits for queued notifications (the controllers get 10 s, the
+/// pod 30 s in all).
+const NOTIFY_FLUSH: std::time::Duration = std::time::Duration::from_secs(10);
+
 #[tokio::main]
 async fn main() -> ExitCode {
     let cli = Cli::parse();
@@ -118,9 +122,14 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
         "starting"
     );
     tracing::info!(enabled = config.notifier.is_enabled(), "notifications");
+    let notifier = config.notifier.clone();
     let result = controller::run(client, config).await;
     // Whatever ended the controllers, stop the rest and release the lease.
     shutdown.cancel();
+    // Decisions made just before the shutdown are still told (within the pod's grace period).
+    if !notifier.flush(NOTIFY_FLUSH).await {
+        tracing::warn!(timeout = ?NOTIFY_FLUSH, "notifications still queued at shutdown are not sent");
+    }
     if let Some(election) = election {
         election.stopped().await;
     }

@@ -2,6 +2,8 @@
 //! backoff within the policy, count the outcome.
 
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::sync::mpsc;
@@ -85,6 +87,8 @@ pub(super) struct Worker {
     pub retry: RetryPolicy,
     pub cluster: Option<String>,
     pub metrics: Metrics,
+    /// Shared with the `Notifier`: decremented once a notification is done with.
+    pub pending: Arc<AtomicUsize>,
 }
 
 impl Worker {
@@ -102,6 +106,7 @@ impl Worker {
                     self.metrics.record_notification(sink, "failed");
                 }
             }
+            self.pending.fetch_sub(1, Ordering::SeqCst);
         }
     }
 

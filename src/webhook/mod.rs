@@ -10,11 +10,14 @@
 //! - URLs and the signing key are files (a Secret mounted by the chart; the operator never reads
 //!   Secrets through the API). They are read again for every attempt: a rotated Secret is used
 //!   as soon as the kubelet updates the files, without a restart.
+//! - On shutdown `flush` waits a bounded time for what is queued; what is left is lost (a
+//!   restarted operator never re-derives it: see `crate::notify::derive`).
 //! - URLs are never logged (a Slack webhook URL is a credential): only the sink and host.
 
 mod deliver;
 
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -89,6 +92,8 @@ struct Inner {
     filter: Filter,
     queues: Vec<(&'static str, mpsc::Sender<Notification>)>,
     metrics: Metrics,
+    /// Queued or being delivered, over all sinks (what `flush` waits for).
+    pending: Arc<AtomicUsize>,
 }
 
 impl Notifier {
@@ -96,12 +101,14 @@ impl Notifier {
     /// sink configured, a notifier that sends nothing.
     pub fn start(config: NotifierConfig, metrics: Metrics) -> Notifier {
         let capacity = config.queue.max(1);
+        let pending = Arc::new(AtomicUsize::new(0));
         let mut queues = Vec::new();
         let sinks = [
             config.webhook.clone().map(deliver::Sink::Webhook),
             config.slack.clone().map(deliver::Sink::Slack),
         ];
         for sink in sinks.into_iter().flatten() {
+            warn_if_missing(&sink);
             let (tx, rx) = mpsc::channel(capacity);
             let name = sink.name();
             let worker = deliver::Worker {
@@ -110,6 +117,7 @@ impl Notifier {
                 retry: config.retry.clone(),
                 cluster: config.cluster.clone(),
                 metrics: metrics.clone(),
+                pending: pending.clone(),
             };
             tokio::spawn(worker.run(rx));
             queues.push((name, tx));
@@ -122,6 +130,7 @@ impl Notifier {
                 filter: config.filter,
                 queues,
                 metrics,
+                pending,
             })),
         }
     }
@@ -138,6 +147,8 @@ impl Notifier {
             filter,
             queues: vec![("channel", tx)],
             metrics,
+            // Nothing delivers from the channel: `flush` does not wait for it.
+            pending: Arc::new(AtomicUsize::new(0)),
         };
         (
             Notifier {
@@ -161,18 +172,67 @@ impl Notifier {
             .filter(|n| inner.filter.allows(n.kind))
         {
             for (sink, tx) in &inner.queues {
+                // Counted before the send, so the worker's decrement can never come first.
+                if *sink != "channel" {
+                    inner.pending.fetch_add(1, Ordering::SeqCst);
+                }
                 match tx.try_send(n.clone()) {
                     Ok(()) => {}
                     Err(mpsc::error::TrySendError::Full(n)) => {
+                        inner.unqueued(sink);
                         tracing::warn!(sink, kind = %n.kind, id = %n.id, "notification queue full: dropped");
                         inner.metrics.record_notification(sink, "dropped");
                     }
                     Err(mpsc::error::TrySendError::Closed(n)) => {
+                        inner.unqueued(sink);
                         tracing::warn!(sink, kind = %n.kind, id = %n.id, "notification sink stopped: dropped");
                         inner.metrics.record_notification(sink, "dropped");
                     }
                 }
             }
+        }
+    }
+}
+
+impl Notifier {
+    /// Waits until every queued notification is delivered or given up, at most `timeout`: on
+    /// shutdown, so a decision made just before a rolling update is still told. True when
+    /// nothing is left.
+    pub async fn flush(&self, timeout: Duration) -> bool {
+        let Some(inner) = &self.inner else {
+            return true;
+        };
+        let deadline = tokio::time::Instant::now() + timeout;
+        loop {
+            if inner.pending.load(Ordering::SeqCst) == 0 {
+                return true;
+            }
+            if tokio::time::Instant::now() >= deadline {
+                return false;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+}
+
+impl Inner {
+    fn unqueued(&self, sink: &str) {
+        if sink != "channel" {
+            self.pending.fetch_sub(1, Ordering::SeqCst);
+        }
+    }
+}
+
+/// Said once at start, since deliveries only fail later: a key the Secret lacks, or a Secret
+/// not mounted.
+fn warn_if_missing(sink: &deliver::Sink) {
+    let files = match sink {
+        deliver::Sink::Webhook(w) => vec![Some(&w.url_file), w.signing_key_file.as_ref()],
+        deliver::Sink::Slack(s) => vec![Some(&s.url_file)],
+    };
+    for path in files.into_iter().flatten() {
+        if !path.is_file() {
+            tracing::warn!(sink = sink.name(), path = %path.display(), "notification file not found (yet): deliveries fail until it exists");
         }
     }
 }

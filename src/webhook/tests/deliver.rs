@@ -193,3 +193,30 @@ async fn without_sinks_nothing_is_started_and_notify_is_a_no_op() {
     assert!(!notifier.is_enabled());
     notifier.notify(vec![notification(Kind::Promoted, 2)]);
 }
+
+#[tokio::test]
+async fn flush_waits_for_queued_deliveries_but_not_beyond_its_timeout() {
+    let rx = Receiver::start(&[Answer::Status(500)], Answer::Status(200)).await;
+    let metrics = Metrics::new();
+    let notifier = Notifier::start(webhook(file("url", &rx.url), None, 3), metrics.clone());
+    notifier.notify(vec![
+        notification(Kind::Promoted, 2),
+        notification(Kind::Started, 0),
+    ]);
+    assert!(notifier.flush(Duration::from_secs(5)).await);
+    assert_eq!(
+        count(&metrics, "webhook", "sent"),
+        2,
+        "both delivered before flush returned"
+    );
+
+    let hang = Receiver::start(&[], Answer::Hang).await;
+    let mut config = webhook(file("url", &hang.url), None, 1);
+    config.retry.timeout = Duration::from_secs(30);
+    let stuck = Notifier::start(config, Metrics::new());
+    stuck.notify(vec![notification(Kind::RolledBack, 0)]);
+    let started = Instant::now();
+    assert!(!stuck.flush(Duration::from_millis(200)).await);
+    assert!(started.elapsed() < Duration::from_secs(2));
+    assert!(Notifier::default().flush(Duration::ZERO).await);
+}
