@@ -42,7 +42,8 @@ fn kind_of(reason: &str, status: &ConcurrencyExperimentStatus) -> Option<Kind> {
         status.phase == Phase::Paused && status.hold_reason.as_deref() == Some(h.as_str())
     };
     match reason {
-        "Started" => Some(Kind::Started),
+        // An edit of spec.candidate restarts at stage 1 with the new config: a new start.
+        "Started" | "SpecChanged" => Some(Kind::Started),
         "StageAdvanced" => Some(Kind::StageAdvanced),
         "AwaitingApproval" => Some(Kind::AwaitingApproval),
         "InconclusiveLimit" if held(HoldReason::InconclusiveLimit) => Some(Kind::Paused),

@@ -23,7 +23,8 @@ use crate::api::{CheckResult, Decision, Phase};
 /// What happened, as named in `events:` (Helm) / `--notify-events` and in the payload's `kind`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Kind {
-    /// The first stage was entered (also after a retry or an edit of the candidate).
+    /// The first stage was entered: at the start, after a retry, or restarted by an edit of
+    /// `spec.candidate` (reason `SpecChanged`).
     Started,
     /// A stage passed and the next one was entered.
     StageAdvanced,

@@ -156,7 +156,12 @@ pub fn headline(n: &Notification) -> String {
     let baseline = n.baseline.as_deref().unwrap_or("its current config");
     match n.kind {
         Kind::Started => format!(
-            "{who}: canary started — stage {stage}, {weight}% of traffic to {} (baseline {baseline})",
+            "{who}: canary {} — stage {stage}, {weight}% of traffic to {} (baseline {baseline})",
+            if n.reason == "SpecChanged" {
+                "restarted with an edited candidate"
+            } else {
+                "started"
+            },
             n.candidate
         ),
         Kind::StageAdvanced => format!(

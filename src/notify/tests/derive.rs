@@ -150,7 +150,7 @@ fn other_events_and_actions_are_not_told() {
         "HoldLifted",
         "Resumed",
         "PausedByUser",
-        "SpecChanged",
+        "Retried",
     ]
     .into_iter()
     .map(|r| event(EventType::Normal, r, "m"))

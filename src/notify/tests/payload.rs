@@ -155,6 +155,12 @@ fn every_kind_has_its_headline_severity_and_colour() {
         (Kind::Invalid, "warning", "danger", format!("{who}: invalid — the experiment cannot run")),
     ];
     assert_eq!(expected.len(), Kind::ALL.len());
+    n.kind = Kind::Started;
+    n.reason = "SpecChanged".into();
+    assert_eq!(
+        headline(&n),
+        format!("{who}: canary restarted with an edited candidate — stage 3/3, 100% of traffic to puma 1×1 (baseline puma 2×6)")
+    );
     for (kind, severity, color, line) in expected {
         n.kind = kind;
         n.reason = "X".into();
