@@ -120,12 +120,12 @@ pub fn slack_body(n: &Notification, options: &SlackOptions, cluster: Option<&str
         None => "concurrency-operator".to_string(),
     };
     let mut body = json!({
-        "text": format!("{} {}", emoji(n.kind), headline(n)),
+        "text": format!("{} {}", emoji(n.kind), escape(&headline(n))),
         "attachments": [{
             "color": color(n.kind),
             "fallback": headline(n),
             "title": format!("{}/{}", n.namespace, n.name),
-            "text": n.message,
+            "text": escape(&n.message),
             "fields": fields,
             "footer": footer,
             "ts": n.at.as_second(),
@@ -141,7 +141,15 @@ pub fn slack_body(n: &Notification, options: &SlackOptions, cluster: Option<&str
 }
 
 fn field(title: &str, value: String, short: bool) -> Value {
-    json!({"title": title, "value": value, "short": short})
+    json!({"title": escape(title), "value": escape(&value), "short": short})
+}
+
+/// Slack reads `<…>` as links and mentions and `&` as the start of an entity: the three are
+/// escaped in every text taken from the experiment (Slack's documented escaping).
+fn escape(text: &str) -> String {
+    text.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
 }
 
 /// One line that says what happened and what it means for the target.

@@ -177,3 +177,16 @@ fn every_kind_has_its_headline_severity_and_colour() {
         );
     }
 }
+
+#[test]
+fn slack_text_from_the_experiment_is_escaped() {
+    let mut n = rollback();
+    n.message = "pods <storefront-candidate-.*> & more".into();
+    let body = slack_body(&n, &SlackOptions::default(), None);
+    assert_eq!(
+        body["attachments"][0]["text"],
+        "pods &lt;storefront-candidate-.*&gt; &amp; more"
+    );
+    // The generic webhook carries the text as it is.
+    assert_eq!(webhook_body(&n, None)["message"], n.message);
+}
