@@ -90,10 +90,18 @@ pub struct Notifier {
 
 struct Inner {
     filter: Filter,
-    queues: Vec<(&'static str, mpsc::Sender<Notification>)>,
+    queues: Vec<Queue>,
     metrics: Metrics,
     /// Queued or being delivered, over all sinks (what `flush` waits for).
     pending: Arc<AtomicUsize>,
+}
+
+/// One sink's queue. `delivered`: a worker takes from it and counts it down in `pending` (the
+/// test channel has none).
+struct Queue {
+    sink: &'static str,
+    tx: mpsc::Sender<Notification>,
+    delivered: bool,
 }
 
 impl Notifier {
@@ -120,7 +128,11 @@ impl Notifier {
                 pending: pending.clone(),
             };
             tokio::spawn(worker.run(rx));
-            queues.push((name, tx));
+            queues.push(Queue {
+                sink: name,
+                tx,
+                delivered: true,
+            });
         }
         if queues.is_empty() {
             return Notifier::default();
@@ -145,9 +157,12 @@ impl Notifier {
         let (tx, rx) = mpsc::channel(capacity.max(1));
         let inner = Inner {
             filter,
-            queues: vec![("channel", tx)],
+            queues: vec![Queue {
+                sink: "channel",
+                tx,
+                delivered: false,
+            }],
             metrics,
-            // Nothing delivers from the channel: `flush` does not wait for it.
             pending: Arc::new(AtomicUsize::new(0)),
         };
         (
@@ -171,20 +186,21 @@ impl Notifier {
             .into_iter()
             .filter(|n| inner.filter.allows(n.kind))
         {
-            for (sink, tx) in &inner.queues {
+            for q in &inner.queues {
+                let sink = q.sink;
                 // Counted before the send, so the worker's decrement can never come first.
-                if *sink != "channel" {
+                if q.delivered {
                     inner.pending.fetch_add(1, Ordering::SeqCst);
                 }
-                match tx.try_send(n.clone()) {
+                match q.tx.try_send(n.clone()) {
                     Ok(()) => {}
                     Err(mpsc::error::TrySendError::Full(n)) => {
-                        inner.unqueued(sink);
+                        inner.unqueued(q);
                         tracing::warn!(sink, kind = %n.kind, id = %n.id, "notification queue full: dropped");
                         inner.metrics.record_notification(sink, "dropped");
                     }
                     Err(mpsc::error::TrySendError::Closed(n)) => {
-                        inner.unqueued(sink);
+                        inner.unqueued(q);
                         tracing::warn!(sink, kind = %n.kind, id = %n.id, "notification sink stopped: dropped");
                         inner.metrics.record_notification(sink, "dropped");
                     }
@@ -216,8 +232,8 @@ impl Notifier {
 }
 
 impl Inner {
-    fn unqueued(&self, sink: &str) {
-        if sink != "channel" {
+    fn unqueued(&self, q: &Queue) {
+        if q.delivered {
             self.pending.fetch_sub(1, Ordering::SeqCst);
         }
     }
