@@ -166,3 +166,38 @@ async fn a_restart_between_the_status_write_and_the_actions_tells_nothing_again(
     );
     assert_eq!(drain(&mut rx), []);
 }
+
+/// Through the real analysis and stage machine: a candidate over an absolute limit is rolled
+/// back, and the notification carries the failing check with both values and the limit.
+#[tokio::test]
+async fn a_failed_check_rollback_is_told_with_the_checks_values_and_limit() {
+    let mut exp = with_finalizer(experiment());
+    exp.spec.analysis.prometheus.url = fake_prometheus("100").await;
+    exp.spec.analysis.checks =
+        serde_json::from_value(json!([{"metric": "latency", "quantile": 0.99, "max": "50ms"}]))
+            .unwrap();
+    let (fake, mut rx) = notifying(FakeApi::default().with(EXP, exp).with(TARGET, target(6, 6)));
+    let mut told = Vec::new();
+    for _ in 0..30 {
+        told.extend(reconcile_and_replay(&fake, &mut rx).await);
+        if stored_phase(&fake) == Phase::RolledBack {
+            break;
+        }
+        let_an_hour_pass(&fake);
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    assert_eq!(stored_phase(&fake), Phase::RolledBack);
+    let kinds: Vec<Kind> = told.iter().map(|n| n.kind).collect();
+    assert_eq!(kinds, [Kind::Started, Kind::RolledBack]);
+    let n = &told[1];
+    assert_eq!(n.reason, "CheckFailed");
+    assert_eq!(n.checks.len(), 1, "{:?}", n.checks);
+    let c = &n.checks[0];
+    assert_eq!(c.result.name, "latency");
+    assert_eq!(c.result.limit, "max 50ms");
+    assert_eq!(c.result.candidate, Some(100.0));
+    assert_eq!(
+        (c.baseline.as_str(), c.candidate.as_str()),
+        ("100s", "100s")
+    );
+}
