@@ -14,6 +14,7 @@ use super::prometheus::PrometheusClients;
 use crate::api::ConcurrencyExperiment;
 
 use crate::telemetry::Metrics;
+use crate::webhook::Notifier;
 
 /// The one field manager for everything the operator applies or patches, so ownership in
 /// `managedFields` is always attributable and never split between names.
@@ -113,6 +114,8 @@ pub struct Context {
     pub failures: std::sync::Mutex<std::collections::HashMap<String, u32>>,
     /// Prometheus clients reused across analyses.
     pub prometheus: PrometheusClients,
+    /// Where stored transitions are told (sends nothing unless configured).
+    pub notifier: Notifier,
 }
 
 impl Context {
@@ -129,7 +132,13 @@ impl Context {
             caches,
             failures: Default::default(),
             prometheus: Default::default(),
+            notifier: Notifier::default(),
         }
+    }
+
+    pub fn with_notifier(mut self, notifier: Notifier) -> Self {
+        self.notifier = notifier;
+        self
     }
 
     /// Records one more failure for `key` and returns the delay before the next attempt.

@@ -15,6 +15,7 @@ use super::error::{is_not_found, Error, Result};
 use super::observe;
 use super::status::{self, Written};
 use crate::api::{ConcurrencyExperiment, ConcurrencyExperimentStatus, DecisionAction, Phase};
+use crate::notify;
 use crate::plan::{self, Step};
 use crate::telemetry;
 
@@ -130,6 +131,12 @@ async fn reconcile_inner(exp: &ConcurrencyExperiment, ctx: &Context) -> Result<R
             return Ok(Requeue::await_change());
         }
         Written::Unchanged | Written::Saved => publish_gauges(ctx, exp, &ns, &step.status, now),
+    }
+    // Only the reconcile that stored the transition tells it: a replay (after a restart, on
+    // another leader) finds it in status, and the machine emits no Event for it again.
+    if written == Written::Saved && ctx.notifier.is_enabled() {
+        ctx.notifier
+            .notify(notify::derive(exp, &step.status, &step.actions, now));
     }
     let original_route = step
         .status

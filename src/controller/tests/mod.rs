@@ -10,6 +10,7 @@ mod fixtures;
 mod gateway;
 mod index;
 mod metrics;
+mod notify;
 mod observe;
 mod owner;
 mod promote;
