@@ -67,15 +67,6 @@ impl Caches {
     }
 
     /// The experiments in `namespace` whose target is `deployment` (from the index).
-    /// The HPA named `name`, if cached.
-    pub fn autoscaler(&self, namespace: &str, name: &str) -> Option<HorizontalPodAutoscaler> {
-        let key = ObjectRef::new(name).within(namespace);
-        self.autoscalers
-            .iter()
-            .find_map(|s| s.get(&key))
-            .map(|h| h.as_ref().clone())
-    }
-
     /// The HPA that scales Deployment `deployment`. A scan of the scope's HPAs — a few per
     /// namespace at most, and no API call — rather than another index to keep.
     pub fn autoscaler_of(

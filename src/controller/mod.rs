@@ -5,8 +5,7 @@
 //! `concurrencyexperiments/status` patch; `deployments` get/list/watch/create/patch/delete
 //! (a server-side apply that creates is also authorized as `create`); `pods` list (only a
 //! not-ready candidate's, to explain it); `replicasets` list,
-//! `horizontalpodautoscalers` get/list/watch/create/patch/delete (the target's is only read;
-//! the candidate's copy is made at 100 %);
+//! `horizontalpodautoscalers` get/list/watch (the target's, only read);
 //! `services` list/create/patch/delete and `gateway.networking.k8s.io` `httproutes`
 //! get/patch (gatewayAPI router only); `events.k8s.io` `events` create/patch; `coordination.k8s.io` `leases`
 //! (leader election, see `crate::leader`).

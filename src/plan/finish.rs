@@ -12,7 +12,6 @@ use crate::api::{Phase, Promotion};
 /// With `promotion: external` Git wrote it: the template is never written here.
 pub fn promote(cx: &mut Ctx) {
     cx.update_variants();
-    cover_candidate_autoscaler(cx);
     let Some(target) = &cx.obs.target else {
         return;
     };
@@ -64,7 +63,6 @@ pub fn promote(cx: &mut Ctx) {
 /// to restore, so the candidate is removed at once.
 pub fn roll_back(cx: &mut Ctx) {
     cx.update_variants();
-    cover_candidate_autoscaler(cx);
     let route_restored = !cx
         .spec
         .traffic
@@ -106,18 +104,6 @@ pub fn roll_back(cx: &mut Ctx) {
         .to_string();
     cx.status.message = Some(msg.clone());
     cx.event(EventType::Warning, "RolledBack", msg);
-}
-
-/// The candidate's HPA copy sized it for the load at 100 %: the target comes back at least
-/// that big (only ever raised, so the copy still scaling meanwhile cannot make it churn), and
-/// its own HPA takes over from there.
-fn cover_candidate_autoscaler(cx: &mut Ctx) {
-    let (true, Some(c)) = (cx.obs.candidate_autoscaled, &cx.obs.candidate) else {
-        return;
-    };
-    if let Some(o) = cx.status.original.as_mut() {
-        o.replicas = o.replicas.max(c.replicas);
-    }
 }
 
 /// The experiment is being deleted: restore the baseline like a rollback, then release the

@@ -54,9 +54,6 @@ pub struct Observations {
     /// The HorizontalPodAutoscaler that scales the target, if any: it sizes the target, and the
     /// split works around it (`traffic::Sizing::Autoscaled`) instead of fighting it.
     pub autoscaler: Option<Autoscaler>,
-    /// The candidate's copy of that autoscaler exists (made at 100 %, when the target is at 0
-    /// and its own HPA stops): the candidate's replicas are then the copy's to set.
-    pub candidate_autoscaled: bool,
     /// The split currently applied by the router, percent of traffic to the candidate.
     /// For `replicas` this is derived from ready pods; for `gatewayAPI` it is the route weight.
     pub effective_weight: i32,
@@ -112,16 +109,13 @@ pub enum Action {
     EnsureCandidate { replicas: i32 },
     /// Set the target Deployment's `spec.replicas`.
     ScaleTarget { replicas: i32 },
-    /// Create or update the candidate's copy of the target's HorizontalPodAutoscaler (same
-    /// metrics, bounds and behavior, `scaleTargetRef` the candidate Deployment).
-    EnsureCandidateAutoscaler,
     /// `gatewayAPI`: ensure the baseline/candidate Services and set the HTTPRoute weights.
     SetRouteWeights { candidate_weight: i32 },
     /// `gatewayAPI`: put the HTTPRoute's original backendRefs back.
     RestoreRoute,
     /// Write the candidate server config into the target's pod template.
     PromoteTarget,
-    /// Delete the candidate Deployment, its autoscaler copy and the Services the operator made.
+    /// Delete the candidate Deployment and the Services the operator made.
     RemoveCandidate,
     /// Remove the `concurrency.dev/approve` annotation from the experiment: it was acted on.
     ClearApproval,

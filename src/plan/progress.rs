@@ -214,22 +214,13 @@ fn apply_split(cx: &mut Ctx, index: usize) -> bool {
     };
     let weight = cx.spec.stages.get(index).map_or(100, |s| s.weight);
     let router = cx.spec.traffic.router;
-    let mut split = cx.split(weight);
+    let split = cx.split(weight);
     let candidate = cx.obs.candidate.as_ref();
     let current = target.deployment.replicas;
     let ready = candidate.map_or(0, |c| c.ready_replicas);
-    // At 100 % with its own copy of the target's HPA, the candidate's size is the copy's; what
-    // the baseline covers is then the smaller of that and the size the stage started from (the
-    // copy scaling up is not a loss to cover).
-    let autoscaled = weight == 100 && cx.obs.candidate_autoscaled;
-    let mut covered = cx.original();
-    if let (true, Some(c)) = (autoscaled, candidate) {
-        split.candidate = c.replicas.max(1);
-        covered = covered.min(split.candidate);
-    }
     let live = Live {
         weight,
-        original: covered,
+        original: cx.original(),
         baseline_replicas: current,
         baseline_ready: target.deployment.ready_replicas,
         candidate_ready: ready,
@@ -253,12 +244,6 @@ fn apply_split(cx: &mut Ctx, index: usize) -> bool {
     // Growing the baseline is always safe; shrinking it waits for the candidate.
     if current < wanted || (current > wanted && candidate_ready) {
         cx.actions.push(Action::ScaleTarget { replicas: wanted });
-    }
-    // The target's HPA stops once the target is at 0: from then on the candidate, serving
-    // everything, follows the load with a copy of it.
-    let hpa_stopped = router.splits_by_pods() && current == 0 && wanted == 0;
-    if weight == 100 && hpa_stopped && cx.obs.autoscaler.is_some() && !cx.obs.candidate_autoscaled {
-        cx.actions.push(Action::EnsureCandidateAutoscaler);
     }
     // In force means every candidate pod runs the spec's config at the stage's size, so
     // the stage clock and the analyses never measure pods of an older template.

@@ -116,8 +116,6 @@ pub struct World {
     pub autoscaler: Option<Autoscaler>,
     /// Pods the load needs, as an HPA computes it.
     pub demand: i32,
-    /// The candidate's HPA copy exists; on `settle` it sizes the candidate for `demand`.
-    pub candidate_autoscaled: bool,
 }
 
 impl World {
@@ -157,7 +155,6 @@ impl World {
             candidate_cpu_limit: None,
             autoscaler: None,
             demand: replicas,
-            candidate_autoscaled: false,
         }
     }
 
@@ -169,9 +166,6 @@ impl World {
         let want = self.demand.clamp(a.min_replicas, a.max_replicas);
         if let Some(t) = self.target.as_mut().filter(|t| t.deployment.replicas > 0) {
             t.deployment.replicas = want;
-        }
-        if let (true, Some(c)) = (self.candidate_autoscaled, self.candidate.as_mut()) {
-            c.replicas = want;
         }
     }
 
@@ -205,11 +199,7 @@ impl World {
                         t.deployment.rolled_out = false;
                     }
                 }
-                Action::EnsureCandidateAutoscaler => self.candidate_autoscaled = true,
-                Action::RemoveCandidate => {
-                    self.candidate = None;
-                    self.candidate_autoscaled = false;
-                }
+                Action::RemoveCandidate => self.candidate = None,
                 Action::ClearApproval => self.approve_annotation = false,
                 Action::ClearRetry => self.retry_annotation = false,
                 Action::Event { .. } => {}
@@ -257,7 +247,6 @@ impl World {
             not_ours: self.not_ours.clone(),
             candidate_cpu_limit: self.candidate_cpu_limit,
             autoscaler: self.autoscaler.clone(),
-            candidate_autoscaled: self.candidate_autoscaled && self.candidate.is_some(),
             effective_weight: self.effective_weight(),
             route_backend_refs: None,
             analysis: None,

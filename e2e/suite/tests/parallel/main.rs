@@ -1,7 +1,6 @@
 //! Scenarios that measure no split and never stop Prometheus or the operator: they run side
 //! by side, one namespace each (libtest's threads).
 
-mod autoscaler;
 mod edits;
 mod gitops;
 mod invalid;

@@ -2,6 +2,7 @@
 //! Prometheus or the operator, or judge relative latency that other scenarios' load would
 //! disturb on a 2-core machine.
 
+mod autoscaler;
 mod blind;
 mod gateway;
 mod operator;
