@@ -37,9 +37,13 @@
 //! asks for `PromoteTarget`; a promotion gate held for another mode than the spec's is lifted.
 //! Retry (see `retry`): the retry annotation runs a `RolledBack` experiment again from stage 1
 //! with a fresh status; it is one-shot like approve (`Action::ClearRetry`).
-//! If a candidate pod fails after a stage's split was in force, the stage clock keeps running
-//! (the analyses judge the candidate); for `replicas` the baseline grows by the missing pods
-//! at once and shrinks back when they are ready again. A split that is never in force is
+//! If candidate pods lose readiness after a stage's split was in force (see `readiness`),
+//! their share goes back to the baseline at once (`replicas`: the target grows by the missing
+//! pods; `gatewayAPI`: the route keeps the ready pods at the stage's share per pod) and the
+//! loss counts as a failure against `failureLimit` (Event `CandidateUnready`; beyond the limit
+//! the rollback's reason is `CandidateUnready`). A last stage of 100 % keeps one baseline pod
+//! as a standby (`replicas`, no HPA) until an analysis there passed (Event
+//! `StandbyReleased`): the target is never scaled to 0 before the candidate carried the share. A split that is never in force is
 //! bounded by `spec.progressDeadline`, counted from `status.stageEnteredAt` (not while
 //! `spec.paused`): then the experiment rolls back (`ProgressDeadlineExceeded`, naming
 //! `Observations::candidate_problem`).
@@ -81,6 +85,7 @@ mod machine;
 mod observations;
 mod pause;
 mod progress;
+mod readiness;
 mod retry;
 mod split;
 mod timing;

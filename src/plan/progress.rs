@@ -8,6 +8,7 @@ use super::external;
 use super::finish;
 use super::observations::{Action, EventType};
 use super::pause::{self, Pause};
+use super::readiness;
 use super::split;
 use super::timing::{self, POLL};
 use super::validate::Timing;
@@ -32,9 +33,15 @@ pub fn run(cx: &mut Ctx, t: &Timing) {
         cx.status.stage = Some(format!("{}/{n}", index + 1));
     }
     let seen = cx.status.last_analysis_at.clone();
+    let had_standby = readiness::has_standby(cx, index);
     if analysis::record(cx, index) {
         return finish::roll_back(cx);
     }
+    let loss = readiness::lost(cx, index);
+    if matches!(loss, readiness::Loss::RolledBack) {
+        return finish::roll_back(cx);
+    }
+    readiness::release_standby(cx, index, had_standby);
     let new_analysis = cx.status.last_analysis_at != seen;
     pause::lift_inconclusive_hold(cx);
     pause::lift_capacity_hold(cx, t, index);
@@ -58,6 +65,7 @@ pub fn run(cx: &mut Ctx, t: &Timing) {
     let resumed = old_pause == Some(Pause::ByUser) && !cx.spec.paused;
     let before_split = cx.actions.len();
     let mut in_force = apply_split(cx, index);
+    readiness::warn(cx, loss);
     start_clock(cx, in_force);
     if deadline_missed(cx, t, in_force, resumed) {
         // The split this stage asked for is abandoned: the rollback's actions replace it.
@@ -70,7 +78,7 @@ pub fn run(cx: &mut Ctx, t: &Timing) {
     capacity::refresh(cx, t, index);
     let holding = cx.spec.paused || cx.hold().is_some();
     let mut waiting = false;
-    if !holding && stage_earned(cx, t, index) {
+    if !holding && in_force && stage_earned(cx, t, index) {
         if index + 1 < n {
             match capacity::gate(cx, t, index, new_analysis) {
                 Gate::Open => {
@@ -182,7 +190,7 @@ fn deadline_missed(cx: &mut Ctx, t: &Timing, in_force: bool, resumed: bool) -> b
 fn deadline_message(cx: &Ctx, index: usize) -> String {
     let stage = cx.status.stage.clone().unwrap_or_default();
     let weight = cx.spec.stages.get(index).map_or(100, |s| s.weight);
-    let split = cx.split(weight);
+    let split = readiness::split(cx, index);
     let c = cx.obs.candidate.as_ref().map_or(0, |c| c.ready_replicas);
     let t = cx.obs.target.as_ref().map(|t| &t.deployment);
     let (b, b_replicas) = t.map_or((0, 0), |t| (t.ready_replicas, t.replicas));
@@ -214,7 +222,7 @@ fn apply_split(cx: &mut Ctx, index: usize) -> bool {
     };
     let weight = cx.spec.stages.get(index).map_or(100, |s| s.weight);
     let router = cx.spec.traffic.router;
-    let split = cx.split(weight);
+    let split = readiness::split(cx, index);
     let candidate = cx.obs.candidate.as_ref();
     let current = target.deployment.replicas;
     let ready = candidate.map_or(0, |c| c.ready_replicas);
@@ -225,6 +233,7 @@ fn apply_split(cx: &mut Ctx, index: usize) -> bool {
         baseline_ready: target.deployment.ready_replicas,
         candidate_ready: ready,
         effective_weight: cx.obs.effective_weight,
+        started: cx.status.stage_started_at.is_some(),
     };
     // A candidate shrinks (a restart at stage 1, weights lowered in the spec) only once its
     // traffic is back on the baseline: the target ready at its share, or the route shifted.
@@ -250,7 +259,7 @@ fn apply_split(cx: &mut Ctx, index: usize) -> bool {
     let candidate_done = candidate.is_some_and(|c| {
         c.replicas == split.candidate && c.rolled_out && cx.obs.candidate_runs_spec_config
     }) && candidate_ready;
-    if let Some(candidate_weight) = router.weight_to_apply(&live, candidate_ready) {
+    if let Some(candidate_weight) = router.weight_to_apply(&split, &live) {
         cx.actions
             .push(Action::SetRouteWeights { candidate_weight });
     }
@@ -282,7 +291,7 @@ fn describe(cx: &mut Ctx, t: &Timing, in_force: bool, paused: Option<Pause>, wai
     let msg = if !in_force || cx.status.stage_started_at.is_none() {
         cx.wait(POLL);
         let c = cx.obs.candidate.clone().unwrap_or_default();
-        let wanted = cx.split(planned).candidate;
+        let wanted = readiness::split(cx, index).candidate;
         format!(
             "Stage {stage}: shifting to {planned}% ({} of {wanted} candidate pods ready, {effective}% \
              of traffic now).",
@@ -298,8 +307,13 @@ fn describe(cx: &mut Ctx, t: &Timing, in_force: bool, paused: Option<Pause>, wai
             }
         }
         let passed = cx.status.stage_passed_analyses;
+        let standby = if readiness::has_standby(cx, index) {
+            "; one baseline pod kept as a standby until an analysis at 100% passes"
+        } else {
+            ""
+        };
         let base = format!(
-            "Stage {stage} at {effective}% of traffic ({}); {passed} passed analyses in this stage.",
+            "Stage {stage} at {effective}% of traffic ({}{standby}); {passed} passed analyses in              this stage.",
             pods(cx)
         );
         match &paused {

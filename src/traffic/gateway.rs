@@ -29,8 +29,20 @@ pub(super) fn traffic_back(live: &Live) -> bool {
 }
 
 /// Shift the route once the candidate's pods are ready, until it carries the stage's weight.
-pub(super) fn weight_to_apply(live: &Live, candidate_ready: bool) -> Option<i32> {
-    (candidate_ready && live.effective_weight != live.weight).then_some(live.weight)
+/// Pods that lost readiness after the split was in force give their share back at once: the
+/// route keeps the candidate's ready pods at the stage's share per pod (1 of 3 ready at 100%:
+/// 33%), the baseline, which keeps all its pods, takes the rest.
+pub(super) fn weight_to_apply(split: &ReplicaSplit, live: &Live) -> Option<i32> {
+    let needed = split.candidate.max(1);
+    if live.candidate_ready >= needed {
+        return (live.effective_weight != live.weight).then_some(live.weight);
+    }
+    if !live.started {
+        return None;
+    }
+    let carried = live.weight as i64 * live.candidate_ready.max(0) as i64 / needed as i64;
+    let carried = carried as i32;
+    (live.effective_weight > carried).then_some(carried)
 }
 
 pub(super) fn in_force(live: &Live, candidate_done: bool) -> bool {

@@ -26,6 +26,18 @@ pub(super) fn split(original: i32, weight: i32) -> ReplicaSplit {
     }
 }
 
+/// One baseline pod stays beside a candidate that has the whole share planned.
+pub(super) fn with_standby(split: ReplicaSplit) -> ReplicaSplit {
+    if split.baseline > 0 || split.candidate < 1 {
+        return split;
+    }
+    ReplicaSplit {
+        baseline: 1,
+        candidate: split.candidate,
+        planned_effective_weight: percent(split.candidate, split.candidate + 1),
+    }
+}
+
 /// With an HPA sizing the target (`Sizing::Autoscaled`): the target keeps its pods and the
 /// candidate's share comes on top, `original × w / (100 − w)` pods, at most `max`.
 pub(super) fn split_on_top(original: i32, weight: i32, max: i32) -> ReplicaSplit {

@@ -82,13 +82,27 @@ impl Router {
         }
     }
 
-    /// The apply action: the candidate weight to write into the route now, if any.
-    /// `candidate_ready`: the candidate has the stage's pods ready (never shift traffic onto
-    /// pods that cannot take it).
-    pub fn weight_to_apply(self, live: &Live, candidate_ready: bool) -> Option<i32> {
+    /// The apply action: the candidate weight to write into the route now, if any. Never
+    /// onto pods that cannot take it: the full weight once the stage's pods are ready, and
+    /// once the split was in force, no more than the pods still ready carry at the stage's
+    /// share per pod.
+    pub fn weight_to_apply(self, split: &ReplicaSplit, live: &Live) -> Option<i32> {
         match self {
             Router::Replicas => None,
-            Router::GatewayApi => gateway::weight_to_apply(live, candidate_ready),
+            Router::GatewayApi => gateway::weight_to_apply(split, live),
+        }
+    }
+
+    /// The last stage's split until the candidate has carried it through a passing analysis:
+    /// the target is not scaled to 0 before that. `replicas` keeps one baseline pod behind the
+    /// Service (a standby: the Service always has a ready pod of a config known to work, and
+    /// the target grows back from it); `gatewayAPI` keeps all baseline pods anyway. With an
+    /// HPA sizing the target there is no standby: the HPA would size a 1-pod target for the
+    /// whole load (it counts the candidate's pods), and at 0 it leaves the target alone.
+    pub fn with_standby(self, split: ReplicaSplit, sizing: Sizing) -> ReplicaSplit {
+        match (self, sizing) {
+            (Router::Replicas, Sizing::Fixed) => replicas::with_standby(split),
+            _ => split,
         }
     }
 

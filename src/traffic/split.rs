@@ -41,6 +41,9 @@ pub struct Live {
     pub candidate_ready: i32,
     /// The share the candidate gets now (`Router::effective_weight`), percent.
     pub effective_weight: i32,
+    /// The stage's split has been in force (its clock started): candidate pods missing now
+    /// lost readiness, rather than not being up yet.
+    pub started: bool,
 }
 
 /// `part` of `whole` in whole percent, rounded; 0 when there is nothing.

@@ -205,25 +205,32 @@ fn a_candidate_losing_pods_mid_stage_regrows_the_baseline_at_once() {
     c.rolled_out = false;
     run.now += 5;
     let out = run.tick(None).clone();
-    assert_eq!(out.actions, [Action::ScaleTarget { replicas: 3 }]);
-    // Two lost: up again, at once.
-    run.world.candidate.as_mut().unwrap().ready_replicas = 2;
-    run.now += 5;
+    // The baseline first, then the Warning: one loss is one failure, within failureLimit 1.
+    assert_eq!(out.actions[0], Action::ScaleTarget { replicas: 3 });
+    let Action::Event {
+        reason, message, ..
+    } = &out.actions[1]
+    else {
+        panic!("{:?}", out.actions)
+    };
+    assert_eq!(reason, "CandidateUnready");
     assert_eq!(
-        run.tick(None).actions,
-        [Action::ScaleTarget { replicas: 4 }]
+        message,
+        "3 of 4 candidate pods ready at stage 2/3, 4 before: the candidate lost readiness with \
+         67% of traffic. The baseline takes back their share; counted as a failure (1 failed, \
+         1 tolerated)."
     );
-    // While the candidate is short the baseline stays grown, past any deadline: the split
-    // was in force, the analyses judge the candidate.
-    run.world.settle();
-    run.world.candidate.as_mut().unwrap().ready_replicas = 3;
+    assert_eq!(run.status.failed_analyses, 1);
+    // Still short: the same loss, not counted again; the stage does not end while short.
     for _ in 0..150 {
         run.now += 5;
         run.tick(None);
     }
     assert_eq!(run.status.phase, Phase::Progressing);
+    assert_eq!(run.status.failed_analyses, 1);
+    assert_eq!(run.status.stage_index, Some(1), "not earned while short");
     assert_eq!(run.status.stage_started_at, started);
-    assert_eq!(run.world.target.as_ref().unwrap().deployment.replicas, 4);
+    assert_eq!(run.world.target.as_ref().unwrap().deployment.replicas, 3);
     // The candidate is whole again: the baseline shrinks back to the split.
     run.world.settle();
     run.now += 5;
@@ -231,6 +238,36 @@ fn a_candidate_losing_pods_mid_stage_regrows_the_baseline_at_once() {
         run.tick(None).actions,
         [Action::ScaleTarget { replicas: 2 }]
     );
+    run.world.settle();
+    run.now += 5;
+    run.tick(None);
+    // A second loss exceeds failureLimit: the baseline comes back whole.
+    run.world.candidate.as_mut().unwrap().ready_replicas = 2;
+    run.now += 5;
+    let out = run.tick(None).clone();
+    assert_eq!(run.status.phase, Phase::RollingBack);
+    let d = run.status.decision.clone().unwrap();
+    assert_eq!(d.reason, "CandidateUnready");
+    assert!(
+        d.message
+            .starts_with("Rolling back: 2 of 4 candidate pods ready at stage 2/3, 4 before"),
+        "{}",
+        d.message
+    );
+    assert!(out.actions.contains(&Action::ScaleTarget { replicas: 6 }));
+}
+
+#[test]
+fn a_candidate_scaled_down_by_the_experiment_is_no_loss() {
+    let mut run = in_stage_two(spec());
+    run.auto_settle = false;
+    // Weights lowered in the spec: the candidate shrinks once its traffic is back.
+    let c = run.world.candidate.as_mut().unwrap();
+    c.replicas = 2;
+    c.ready_replicas = 2;
+    run.now += 5;
+    run.tick(None);
+    assert_eq!(run.status.failed_analyses, 0);
 }
 
 #[test]
@@ -240,13 +277,88 @@ fn at_100_percent_a_lost_candidate_pod_brings_a_baseline_pod_back() {
         run.now += 30;
         run.tick(Some(Verdict::Pass));
     }
+    // One baseline pod stays as a standby until an analysis at 100% passed.
+    assert_eq!(run.world.target.as_ref().unwrap().deployment.replicas, 1);
+    assert_eq!(run.status.effective_weight, 86);
+    assert!(
+        run.status
+            .message
+            .as_deref()
+            .unwrap_or_default()
+            .contains("one baseline pod kept as a standby until an analysis at 100% passes"),
+        "{:?}",
+        run.status.message
+    );
+    while run.status.stage_passed_analyses == 0 {
+        run.now += 30;
+        run.tick(Some(Verdict::Pass));
+    }
+    assert!(run.events().contains(&"StandbyReleased".to_string()));
+    run.now += 5;
+    run.tick(None);
     assert_eq!(run.world.target.as_ref().unwrap().deployment.replicas, 0);
+    assert_eq!(run.status.effective_weight, 100);
     run.auto_settle = false;
     run.log.clear();
     run.world.candidate.as_mut().unwrap().ready_replicas = 5;
     run.now += 5;
     assert_eq!(
-        run.tick(None).actions,
-        [Action::ScaleTarget { replicas: 1 }]
+        run.tick(None).actions[0],
+        Action::ScaleTarget { replicas: 1 }
+    );
+}
+
+#[test]
+fn gateway_pods_lost_at_100_percent_hand_their_share_to_the_waiting_baseline() {
+    let spec = spec_with("traffic: {router: gatewayAPI, httpRoute: storefront}\n");
+    let mut run = Run::new(spec, 3);
+    run.tick(None);
+    while run.status.stage_index != Some(2) || run.status.stage_started_at.is_none() {
+        run.now += 30;
+        run.tick(Some(Verdict::Pass));
+        assert!(run.now < 5000);
+    }
+    // The route sends everything to the candidate; the baseline keeps its 3 pods.
+    assert_eq!(run.world.route_weight, 100);
+    assert_eq!(run.world.target.as_ref().unwrap().deployment.replicas, 3);
+    run.auto_settle = false;
+    run.log.clear();
+    run.world.candidate.as_mut().unwrap().ready_replicas = 1;
+    run.now += 5;
+    let out = run.tick(None).clone();
+    assert_eq!(
+        out.actions[0],
+        Action::SetRouteWeights {
+            candidate_weight: 33
+        },
+        "the one pod left keeps its third, the baseline takes the rest"
+    );
+    assert_eq!(events(&out.actions), ["CandidateUnready"]);
+    // All gone: nothing on the candidate until its pods are back.
+    run.world.candidate.as_mut().unwrap().ready_replicas = 0;
+    run.now += 5;
+    let out = run.tick(None).clone();
+    assert_eq!(run.status.phase, Phase::RollingBack);
+    assert!(out.actions.contains(&Action::RestoreRoute));
+}
+
+#[test]
+fn a_one_replica_target_keeps_its_pod_until_the_candidate_carried_the_last_stage() {
+    let mut run = Run::new(spec(), 1);
+    run.tick(None);
+    while run.status.stage_index != Some(2) || run.status.stage_started_at.is_none() {
+        run.now += 30;
+        run.tick(Some(Verdict::Pass));
+        assert!(run.now < 5000);
+    }
+    let t = &run.world.target.as_ref().unwrap().deployment;
+    assert_eq!((t.replicas, t.ready_replicas), (1, 1));
+    assert_eq!(run.status.effective_weight, 50);
+    // A failing analysis there rolls back with the baseline pod still serving.
+    run.advance(60, 3, Verdict::Fail);
+    assert_eq!(run.status.phase, Phase::RolledBack);
+    assert!(
+        !run.log.contains(&Action::ScaleTarget { replicas: 0 }),
+        "never at 0"
     );
 }

@@ -22,6 +22,20 @@ fn at_stage(spec: ConcurrencyExperimentSpec, replicas: i32, index: i32) -> Run {
     run
 }
 
+/// At the last stage, once an analysis there passed: the standby baseline pod is gone.
+fn at_full_share(spec: ConcurrencyExperimentSpec, replicas: i32) -> Run {
+    let mut run = at_stage(spec, replicas, 2);
+    assert_eq!(target(&run), (1, 1), "a standby until an analysis passes");
+    while run.status.stage_passed_analyses == 0 {
+        run.now += 30;
+        run.tick(Some(Verdict::Pass));
+    }
+    run.now += 5;
+    run.tick(None);
+    run.log.clear();
+    run
+}
+
 /// What the shell observes once the app container `web` was renamed: the Deployment is still
 /// there, its server config cannot be read, and the spec names a container that is gone.
 fn rename_container(run: &mut Run) {
@@ -110,7 +124,7 @@ fn a_container_renamed_at_stage_two_rolls_back_to_the_original_replicas() {
 
 #[test]
 fn a_container_renamed_at_100_percent_brings_the_target_back_from_zero() {
-    let mut run = at_stage(spec(), 3, 2);
+    let mut run = at_full_share(spec(), 3);
     assert_eq!(target(&run), (0, 0), "all traffic on the candidate");
     rename_container(&mut run);
     finish(&mut run);
@@ -336,7 +350,7 @@ fn our_own_scaling_is_never_taken_for_a_person_even_when_a_write_fails() {
 
 #[test]
 fn a_person_scaling_at_100_percent_is_what_the_promotion_restores() {
-    let mut run = at_stage(spec(), 6, 2);
+    let mut run = at_full_share(spec(), 6);
     assert_eq!(target(&run), (0, 0));
     scaled_by_someone(&mut run, 4);
     for _ in 0..200 {

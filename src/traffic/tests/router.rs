@@ -75,6 +75,7 @@ fn live(weight: i32, baseline: (i32, i32), candidate_ready: i32, effective: i32)
         baseline_ready: baseline.1,
         candidate_ready,
         effective_weight: effective,
+        started: false,
     }
 }
 
@@ -92,7 +93,7 @@ fn the_replicas_router_moves_traffic_by_pods() {
     let starting = live(30, (6, 6), 0, 0);
     assert_eq!(r.baseline_replicas(&split, &starting), 6);
     assert!(r.traffic_back(&split, &starting));
-    assert_eq!(r.weight_to_apply(&starting, false), None);
+    assert_eq!(r.weight_to_apply(&split, &starting), None);
     assert!(!r.in_force(&split, &starting, false));
     let there = live(30, (4, 4), 2, 33);
     assert_eq!(r.baseline_replicas(&split, &there), 4);
@@ -111,17 +112,19 @@ fn the_gateway_router_moves_traffic_by_route_weights() {
         "an unsplit route sends it nothing"
     );
     let split = r.split(6, 30);
-    let ready = live(30, (6, 6), 2, 0);
-    assert_eq!(r.baseline_replicas(&split, &ready), 6);
+    assert_eq!(split.candidate, 2);
+    let coming = live(30, (6, 6), 1, 0);
     assert_eq!(
-        r.weight_to_apply(&ready, false),
+        r.weight_to_apply(&split, &coming),
         None,
         "never onto pods not ready"
     );
-    assert_eq!(r.weight_to_apply(&ready, true), Some(30));
+    let ready = live(30, (6, 6), 2, 0);
+    assert_eq!(r.baseline_replicas(&split, &ready), 6);
+    assert_eq!(r.weight_to_apply(&split, &ready), Some(30));
     assert!(!r.in_force(&split, &ready, true) && !r.traffic_back(&split, &ready));
     let there = live(30, (6, 6), 2, 30);
-    assert_eq!(r.weight_to_apply(&there, true), None);
+    assert_eq!(r.weight_to_apply(&split, &there), None);
     assert!(r.in_force(&split, &there, true) && r.traffic_back(&split, &there));
     assert!(r.needs_restore(30) && !r.needs_restore(0));
 }
@@ -146,4 +149,58 @@ fn an_autoscaled_target_keeps_its_pods_and_the_candidate_comes_on_top() {
             Router::GatewayApi.split(5, w)
         );
     }
+}
+
+#[test]
+fn gateway_pods_that_lose_readiness_give_their_share_back_at_once() {
+    let r = Router::GatewayApi;
+    let split = r.split(3, 100);
+    assert_eq!(
+        (split.baseline, split.candidate),
+        (3, 3),
+        "the baseline keeps its pods"
+    );
+    let started = |ready, effective| Live {
+        started: true,
+        ..live(100, (3, 3), ready, effective)
+    };
+    // 1 of 3 lost: the two left carry a third each, as before.
+    assert_eq!(r.weight_to_apply(&split, &started(2, 100)), Some(66));
+    assert_eq!(
+        r.weight_to_apply(&split, &started(2, 66)),
+        None,
+        "already there"
+    );
+    assert_eq!(r.weight_to_apply(&split, &started(0, 66)), Some(0));
+    // Ready again: the stage's weight is back.
+    assert_eq!(r.weight_to_apply(&split, &started(3, 0)), Some(100));
+    // Before the split was in force, missing pods are pods not up yet: the route waits.
+    let stage2 = r.split(3, 70);
+    let rising = live(70, (3, 3), 1, 30);
+    assert_eq!(r.weight_to_apply(&stage2, &rising), None);
+}
+
+#[test]
+fn the_last_stage_keeps_a_standby_only_where_one_helps() {
+    let full = Router::Replicas.split(3, 100);
+    let kept = Router::Replicas.with_standby(full, Sizing::Fixed);
+    assert_eq!(
+        (kept.baseline, kept.candidate, kept.planned_effective_weight),
+        (1, 3, 75)
+    );
+    let one = Router::Replicas.with_standby(Router::Replicas.split(1, 100), Sizing::Fixed);
+    assert_eq!(
+        (one.baseline, one.candidate, one.planned_effective_weight),
+        (1, 1, 50)
+    );
+    let below = Router::Replicas.split(3, 70);
+    assert_eq!(Router::Replicas.with_standby(below, Sizing::Fixed), below);
+    let hpa = Sizing::Autoscaled { max: 6 };
+    assert_eq!(
+        Router::Replicas.with_standby(full, hpa),
+        full,
+        "an HPA would size it"
+    );
+    let gw = Router::GatewayApi.split(3, 100);
+    assert_eq!(Router::GatewayApi.with_standby(gw, Sizing::Fixed), gw);
 }
