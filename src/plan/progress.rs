@@ -313,7 +313,8 @@ fn describe(cx: &mut Ctx, t: &Timing, in_force: bool, paused: Option<Pause>, wai
             ""
         };
         let base = format!(
-            "Stage {stage} at {effective}% of traffic ({}{standby}); {passed} passed analyses in              this stage.",
+            "Stage {stage} at {effective}% of traffic ({}{standby}); {passed} passed analyses in \
+             this stage.",
             pods(cx)
         );
         match &paused {

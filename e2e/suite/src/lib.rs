@@ -24,7 +24,7 @@ use kube::{Api, Client};
 
 pub use cluster::{rolled_out, Ev};
 pub use experiment::{from_spec, latency_check, tolerant_check, Exp};
-pub use load::RATE;
+pub use load::{LoadResult, RATE};
 pub use progress::Progress;
 pub use prom::split_within;
 // The operator's own types: the only paths into its crate (besides the Prometheus client in
@@ -250,22 +250,29 @@ pub async fn eventually(secs: u64, what: &str, check: impl AsyncFn() -> Result<b
     .await
 }
 
-/// Runs `e2e/cluster/NAME ARGS…` (the cluster's lifecycle stays in bash: Prometheus, the
-/// gateway), its output on stderr; fails unless it exits 0.
+/// Runs `e2e/platform NAME ARGS…`: the cluster-specific step NAME (Prometheus, the gateway)
+/// of the cluster `E2E_CLUSTER` names, its output on stderr; fails unless it exits 0 — also
+/// when that cluster has no such step.
 pub async fn cluster_script(name: &str, args: &[&str]) -> Result {
-    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../cluster/").to_string() + name;
+    let path = platform();
     let status = tokio::process::Command::new(&path)
+        .arg(name)
         .args(args)
         .stdout(std::io::stderr())
         .status()
         .await
-        .with_context(|| format!("cannot run {path} (not on this cluster?)"))?;
+        .with_context(|| format!("cannot run {path}"))?;
     anyhow::ensure!(
         status.success(),
-        "{path} {} failed: {status}",
+        "{path} {name} {} failed: {status}",
         args.join(" ")
     );
     Ok(())
+}
+
+/// The path of `e2e/platform`, the one door to the cluster-specific steps.
+pub fn platform() -> String {
+    concat!(env!("CARGO_MANIFEST_DIR"), "/../platform").to_string()
 }
 
 /// `install_operator ARGS…` of e2e/operator.sh: the Helm chart upgraded with these values

@@ -86,8 +86,69 @@ impl Scenario {
         Ok(())
     }
 
+    /// The load pod is still sending (it did not end before what it was meant to cover).
+    pub async fn load_running(&self) -> Result<bool> {
+        let pod = self.pods.get("load").await?;
+        let phase = pod.status.and_then(|s| s.phase).unwrap_or_default();
+        Ok(phase == "Running")
+    }
+
+    /// Waits (at most `secs`) for the load pod to finish and returns what it counted: its
+    /// own summary (`--json`), the user's view of every request sent.
+    pub async fn load_result(&self, secs: u64) -> Result<LoadResult> {
+        let pods = self.pods.clone();
+        within(secs, "load pod finished", async move {
+            let ended = |p: Option<&Pod>| {
+                let phase = p.and_then(|p| p.status.as_ref()?.phase.as_deref());
+                matches!(phase, Some("Succeeded" | "Failed"))
+            };
+            await_condition(pods, "load", ended).await?;
+            Ok(())
+        })
+        .await?;
+        let log = self.pods.logs("load", &LogParams::default()).await?;
+        // The summary is the one JSON object on stdout; stderr lines may come before it.
+        let start = log
+            .find("\n{")
+            .map(|i| i + 1)
+            .or_else(|| log.starts_with('{').then_some(0))
+            .ok_or_else(|| anyhow!("no JSON summary in the load pod's log: {log}"))?;
+        let mut values = serde_json::Deserializer::from_str(&log[start..]).into_iter();
+        let summary: LoadResult = values
+            .next()
+            .ok_or_else(|| anyhow!("empty load summary"))??;
+        Ok(summary)
+    }
+
     /// Deletes the load pod (not waiting).
     pub async fn stop_load(&self) {
         let _ = self.pods.delete("load", &DeleteParams::default()).await;
+    }
+}
+
+/// What the load generator counted (gvl-sim `load --json`; the fields the scenarios use).
+#[derive(Debug, Clone, serde::Deserialize)]
+pub struct LoadResult {
+    pub answered: u64,
+    /// Connection errors (refused, reset) — requests the user lost.
+    pub errors: u64,
+    pub timeouts: u64,
+    /// Never sent: the client could not keep up with the rate.
+    pub unsent: u64,
+    /// Answers per HTTP status.
+    pub statuses: std::collections::BTreeMap<String, u64>,
+    pub last_error: Option<String>,
+}
+
+impl LoadResult {
+    /// Requests the user saw fail: errors, timeouts and answers that are not 2xx.
+    pub fn failed(&self) -> u64 {
+        let not_ok: u64 = self
+            .statuses
+            .iter()
+            .filter(|(s, _)| !s.starts_with('2'))
+            .map(|(_, n)| n)
+            .sum();
+        self.errors + self.timeouts + not_ok
     }
 }

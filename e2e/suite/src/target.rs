@@ -24,6 +24,11 @@ pub struct Target {
     /// The container's args (e.g. Puma flags); the image's default without.
     pub args: Option<Vec<String>>,
     pub memory_limit: String,
+    pub replicas: i32,
+    /// A `preStop` sleep of this many seconds, as pods that must not lose requests on
+    /// termination have (gvl-sim exits at SIGTERM): the endpoint is gone from every node's
+    /// kube-proxy and the load's connections (re-made every 5 s) have moved before it exits.
+    pub drain_s: Option<u32>,
 }
 
 impl Default for Target {
@@ -33,6 +38,8 @@ impl Default for Target {
             io_ms: 60,
             args: None,
             memory_limit: "256Mi".into(),
+            replicas: REPLICAS,
+            drain_s: None,
         }
     }
 }
@@ -62,10 +69,15 @@ impl Scenario {
         if let Some(args) = &t.args {
             container["args"] = json!(args);
         }
+        let mut grace = 2;
+        if let Some(secs) = t.drain_s {
+            container["lifecycle"] = json!({"preStop": {"sleep": {"seconds": secs}}});
+            grace = secs + 5;
+        }
         let deploy: Deployment = serde_json::from_value(json!({
             "metadata": {"name": "storefront", "labels": {"app": "storefront"}},
             "spec": {
-                "replicas": REPLICAS,
+                "replicas": t.replicas,
                 "selector": {"matchLabels": {"app": "storefront"}},
                 "template": {
                     "metadata": {
@@ -76,7 +88,7 @@ impl Scenario {
                             "prometheus.io/path": "/metrics",
                         },
                     },
-                    "spec": {"terminationGracePeriodSeconds": 2, "containers": [container]},
+                    "spec": {"terminationGracePeriodSeconds": grace, "containers": [container]},
                 },
             },
         }))?;

@@ -285,7 +285,11 @@ fn at_100_percent_a_lost_candidate_pod_brings_a_baseline_pod_back() {
             .message
             .as_deref()
             .unwrap_or_default()
-            .contains("one baseline pod kept as a standby until an analysis at 100% passes"),
+            .starts_with(
+                "Stage 3/3 at 86% of traffic (6 candidate and 1 baseline pods ready; one \
+                 baseline pod kept as a standby until an analysis at 100% passes); 0 passed \
+                 analyses in this stage."
+            ),
         "{:?}",
         run.status.message
     );

@@ -10,8 +10,8 @@ use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 
 use e2e_tests::{
-    alone, cluster_script, ensure, eventually, latency_check, phase_of, run, split_within, status,
-    wait_for, Exp, Phase, Scenario, Target, RATE,
+    alone, cluster_script, ensure, eventually, latency_check, phase_of, platform, run,
+    split_within, status, wait_for, Exp, Phase, Scenario, Target, RATE,
 };
 use k8s_openapi::api::core::v1::Service;
 use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, ListParams, PostParams};
@@ -25,16 +25,16 @@ fn gateway_api(s: &Scenario, kind: &str) -> Api<DynamicObject> {
     Api::namespaced_with(s.client.clone(), &s.ns, &ApiResource::from_gvk(&gvk))
 }
 
-/// `e2e/cluster/gateway env`: GATEWAY_PORT, GATEWAY_URL (in-cluster), GATEWAY_HOST_URL.
+/// `e2e/platform gateway env`: GATEWAY_PORT, GATEWAY_URL (in-cluster), GATEWAY_HOST_URL.
 async fn gateway_env() -> anyhow::Result<std::collections::HashMap<String, String>> {
-    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../cluster/gateway");
-    let out = tokio::process::Command::new(path)
-        .arg("env")
+    let path = platform();
+    let out = tokio::process::Command::new(&path)
+        .args(["gateway", "env"])
         .output()
         .await?;
     ensure!(
         out.status.success(),
-        "{path} env: {}",
+        "{path} gateway env: {}",
         String::from_utf8_lossy(&out.stderr)
     );
     Ok(String::from_utf8_lossy(&out.stdout)

@@ -4,6 +4,7 @@
 
 mod autoscaler;
 mod blind;
+mod capacity;
 mod gateway;
 mod operator;
 mod promote;
