@@ -13,6 +13,9 @@ use crate::{env_or, within, Result, Scenario};
 
 /// The default request rate per second.
 pub const RATE: u32 = 30;
+/// The load pod's `--control-port`: `POST /stop` ends it early (through the apiserver's pod
+/// proxy, on any cluster).
+const CONTROL_PORT: u16 = 9000;
 
 impl Scenario {
     /// Load on the target's Service for `secs` (at most 600, gvl-sim's bound) at `rate`.
@@ -49,7 +52,8 @@ impl Scenario {
                     "args": ["load", "--url", format!("{base}{path}"), "--rate", rate.to_string(),
                              "--duration", format!("{secs}s"), "--connections", "64",
                              "--timeout", "5s", "--allow-cidr", format!("{ip}/32"), "--json",
-                             "--max-connection-age", env_or("E2E_CONNECTION_AGE", "5s")],
+                             "--max-connection-age", env_or("E2E_CONNECTION_AGE", "5s"),
+                             "--control-port", CONTROL_PORT.to_string()],
                     "resources": {"requests": {"cpu": "10m", "memory": "16Mi"}, "limits": {"memory": "128Mi"}},
                 }],
             },
@@ -91,6 +95,31 @@ impl Scenario {
         let pod = self.pods.get("load").await?;
         let phase = pod.status.and_then(|s| s.phase).unwrap_or_default();
         Ok(phase == "Running")
+    }
+
+    /// Ends the load now (it stops sending and waits for the answers still due) and returns
+    /// what it counted; fails if it had already ended on its own.
+    pub async fn stop_load_and_count(&self) -> Result<LoadResult> {
+        anyhow::ensure!(
+            self.load_running().await?,
+            "the load ended before it was stopped: its count would not cover the end"
+        );
+        let path = format!(
+            "/api/v1/namespaces/{}/pods/load:{CONTROL_PORT}/proxy/stop",
+            self.ns
+        );
+        let req = http::Request::post(path).body(Vec::new())?;
+        let reply = self.client.request_text(req).await?;
+        anyhow::ensure!(
+            reply.starts_with("stopping"),
+            "the load pod answered {reply:?}"
+        );
+        let result = self.load_result(30).await?;
+        anyhow::ensure!(
+            result.stopped_early,
+            "the load pod was not stopped: {result:?}"
+        );
+        Ok(result)
     }
 
     /// Waits (at most `secs`) for the load pod to finish and returns what it counted: its
@@ -138,6 +167,9 @@ pub struct LoadResult {
     /// Answers per HTTP status.
     pub statuses: std::collections::BTreeMap<String, u64>,
     pub last_error: Option<String>,
+    /// Ended by a stop request before its planned duration.
+    #[serde(default)]
+    pub stopped_early: bool,
 }
 
 impl LoadResult {

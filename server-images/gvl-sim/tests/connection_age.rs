@@ -69,6 +69,7 @@ async fn load(max_age: Option<Duration>) -> (gvl_sim::load::report::Summary, Arc
         allow_cidr: vec![],
         json: false,
         no_request_start: false,
+        control_port: None,
     };
     let started = Instant::now();
     let s = run(&args).await.unwrap();

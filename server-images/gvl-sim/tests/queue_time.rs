@@ -71,6 +71,7 @@ async fn load(addr: SocketAddr, rate: f64, secs: f64, request_start: bool) -> u6
         allow_cidr: vec![],
         json: false,
         no_request_start: !request_start,
+        control_port: None,
     };
     let s = run(&args).await.unwrap();
     assert_eq!((s.errors, s.timeouts, s.unsent), (0, 0, 0), "{s:?}");

@@ -195,6 +195,7 @@ async fn load_generator_against_a_real_server() {
         allow_cidr: vec![],
         json: false,
         no_request_start: false,
+        control_port: None,
     };
     let s = gvl_sim::load::run(&args).await.unwrap();
     // Due times i/40 s for i < 20: exactly 20 requests, all answered.

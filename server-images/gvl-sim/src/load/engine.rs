@@ -116,13 +116,25 @@ impl Results {
 }
 
 /// Runs `plan`, with one sender per connection made by `make_sender`.
-pub async fn run<S: Sender>(plan: &Plan, mut make_sender: impl FnMut(usize) -> S) -> Results {
+pub async fn run<S: Sender>(plan: &Plan, make_sender: impl FnMut(usize) -> S) -> Results {
+    let (_keep, stop) = tokio::sync::watch::channel(false);
+    run_until(plan, make_sender, stop).await
+}
+
+/// [`run`], ending early once `stop` turns true: nothing new is sent, answers still due are
+/// waited for (each within the timeout), so the counts cover every request sent.
+pub async fn run_until<S: Sender>(
+    plan: &Plan,
+    mut make_sender: impl FnMut(usize) -> S,
+    stop: tokio::sync::watch::Receiver<bool>,
+) -> Results {
     let start = Instant::now();
     let next = Arc::new(AtomicU64::new(0));
     let mut tasks = tokio::task::JoinSet::new();
     for c in 0..plan.connections {
         let sender = make_sender(c);
-        tasks.spawn(connection(sender, plan.clone(), start, next.clone()));
+        let stop = stop.clone();
+        tasks.spawn(connection(sender, plan.clone(), start, next.clone(), stop));
     }
     let mut total = Results::new();
     while let Some(res) = tasks.join_next().await {
@@ -136,16 +148,32 @@ pub async fn run<S: Sender>(plan: &Plan, mut make_sender: impl FnMut(usize) -> S
     total
 }
 
+/// Resolves once `stop` is true; never if its sender is gone without saying so.
+async fn stopped(stop: &mut tokio::sync::watch::Receiver<bool>) {
+    loop {
+        if *stop.borrow_and_update() {
+            return;
+        }
+        if stop.changed().await.is_err() {
+            std::future::pending::<()>().await;
+        }
+    }
+}
+
 async fn connection<S: Sender>(
     mut sender: S,
     plan: Plan,
     start: Instant,
     next: Arc<AtomicU64>,
+    mut stop: tokio::sync::watch::Receiver<bool>,
 ) -> Results {
     let mut r = Results::new();
     let end = start + plan.duration;
     let drain_deadline = end + plan.timeout;
     loop {
+        if *stop.borrow() {
+            break;
+        }
         let (due, limit) = match plan.model {
             Model::Open { rate } => {
                 let i = next.fetch_add(1, Ordering::Relaxed);
@@ -157,7 +185,10 @@ async fn connection<S: Sender>(
                     r.unsent += 1;
                     continue;
                 }
-                tokio::time::sleep_until(due).await;
+                tokio::select! {
+                    _ = tokio::time::sleep_until(due) => {}
+                    _ = stopped(&mut stop) => break,
+                }
                 (due, plan.timeout)
             }
             Model::Closed => {
@@ -192,6 +223,29 @@ async fn connection<S: Sender>(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[tokio::test(start_paused = true)]
+    async fn a_stop_ends_the_run_early_and_counts_what_was_sent() {
+        let plan = Plan {
+            model: Model::Open { rate: 10.0 },
+            duration: Duration::from_secs(60),
+            connections: 4,
+            timeout: Duration::from_secs(5),
+            max_connection_age: None,
+        };
+        let (tx, rx) = tokio::sync::watch::channel(false);
+        let stopper = tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_millis(2050)).await;
+            let _ = tx.send(true);
+        });
+        let r = run_until(&plan, |_| Fixed(Duration::from_millis(100)), rx).await;
+        let _ = stopper.await;
+        // Due at 0, 0.1, …, 2.0 s: 21 sent and answered, nothing after the stop.
+        assert_eq!(
+            (r.answered(), r.errors, r.timeouts, r.unsent),
+            (21, 0, 0, 0)
+        );
+    }
 
     /// A server that takes a fixed time per request and can serve one at a time per
     /// connection.

@@ -2,6 +2,7 @@
 //! with hard bounds and a loopback-only target guard.
 
 pub mod client;
+pub mod control;
 pub mod engine;
 pub mod guard;
 pub mod report;
@@ -54,6 +55,10 @@ pub struct LoadArgs {
     /// report request queue time (the wait for a free thread).
     #[arg(long)]
     pub no_request_start: bool,
+    /// Serve `POST /stop` on this port (all addresses): it ends the run early, answers still
+    /// due are waited for and the summary is printed as at the end (`stopped_early: true`).
+    #[arg(long)]
+    pub control_port: Option<u16>,
 }
 
 #[derive(Debug, thiserror::Error, PartialEq)]
@@ -66,6 +71,8 @@ pub enum LoadError {
     Guard(#[from] guard::GuardError),
     #[error("cannot resolve {0}: {1}")]
     Resolve(String, String),
+    #[error("--control-port {0}: {1}")]
+    Control(u16, String),
 }
 
 impl LoadError {
@@ -75,6 +82,7 @@ impl LoadError {
             LoadError::Url(_) => "load_url",
             LoadError::Guard(g) => g.category(),
             LoadError::Resolve(..) => "load_resolve",
+            LoadError::Control(..) => "load_control",
         }
     }
 }
@@ -170,12 +178,25 @@ pub async fn run(args: &LoadArgs) -> Result<report::Summary, LoadError> {
     let plan = plan(args)?;
     let target = client::parse_url(&args.url)?;
     let addr = resolve_checked(&target, &args.allow_cidr).await?;
-    let results = engine::run(&plan, |_| {
-        client::HttpSender::new(addr, &target, plan.max_connection_age)
-            .with_request_start(!args.no_request_start)
-    })
+    let (stop_tx, stop) = tokio::sync::watch::channel(false);
+    if let Some(port) = args.control_port {
+        let listener = tokio::net::TcpListener::bind(("0.0.0.0", port))
+            .await
+            .map_err(|e| LoadError::Control(port, e.to_string()))?;
+        tokio::spawn(control::serve(listener, stop_tx.clone()));
+    }
+    let results = engine::run_until(
+        &plan,
+        |_| {
+            client::HttpSender::new(addr, &target, plan.max_connection_age)
+                .with_request_start(!args.no_request_start)
+        },
+        stop.clone(),
+    )
     .await;
-    Ok(report::summarize(&args.url, &plan, &results))
+    let mut summary = report::summarize(&args.url, &plan, &results);
+    summary.stopped_early = *stop.borrow();
+    Ok(summary)
 }
 
 #[cfg(test)]

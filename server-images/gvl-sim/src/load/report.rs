@@ -26,6 +26,8 @@ pub struct Summary {
     /// Milliseconds; empty when nothing was answered.
     pub latency_ms: BTreeMap<String, f64>,
     pub last_error: Option<String>,
+    /// Ended by `POST /stop` before `duration_s` (`--control-port`).
+    pub stopped_early: bool,
 }
 
 const QUANTILES: [(&str, f64); 6] = [
@@ -73,6 +75,7 @@ pub fn summarize(url: &str, plan: &Plan, r: &Results) -> Summary {
             .collect(),
         latency_ms,
         last_error: r.last_error.clone(),
+        stopped_early: false,
     }
 }
 
