@@ -28,6 +28,7 @@ pub struct Target {
     /// A `preStop` sleep of this many seconds, as pods that must not lose requests on
     /// termination have (gvl-sim exits at SIGTERM): the endpoint is gone from every node's
     /// kube-proxy and the load's connections (re-made every 5 s) have moved before it exits.
+    /// Needs to be longer than the slowest endpoint propagation plus a connection's age.
     pub drain_s: Option<u32>,
 }
 
