@@ -192,7 +192,7 @@ fn quantile_is_accepted_for_latency_and_queue_time_only() {
         let typed: ConcurrencyExperiment = serde_json::from_value(object).unwrap();
         assert_eq!(typed.spec.analysis.checks[0].display_name(), metric);
         assert_eq!(
-            typed.spec.analysis.metrics.queue_time,
+            typed.spec.analysis.metrics.resolve().queue_time,
             "rails_request_queue_time_seconds"
         );
     }
@@ -204,6 +204,29 @@ fn quantile_is_accepted_for_latency_and_queue_time_only() {
             .iter()
             .any(|r| r.starts_with("spec.analysis.checks[0].quantile")
                 && r.contains("latency or queueTime")),
+        "{refused:?}"
+    );
+}
+
+#[test]
+fn presets_and_the_puma_checks_are_in_the_schema() {
+    let object = |preset: &str, metric: &str| {
+        serde_json::json!({"apiVersion": "concurrency.dev/v1alpha1", "kind": "ConcurrencyExperiment",
+            "metadata": {"name": "x"}, "spec": {"targetRef": {"name": "storefront"},
+            "candidate": {"server": "puma", "workers": 2, "threads": 4},
+            "analysis": {"prometheus": {"url": "http://p:9090"}, "metrics": {"preset": preset},
+                         "checks": [{"metric": metric, "max": 3}]}}})
+    };
+    for (preset, metric) in [
+        ("yabeda", "backlog"),
+        ("prometheusExporter", "threadUtilization"),
+    ] {
+        assert_eq!(refusals(&object(preset, metric)), Vec::<String>::new());
+    }
+    let refused = refusals(&object("yabedaRails", "threadUtilisation"));
+    let starts = |f: &str| refused.iter().any(|r| r.starts_with(f));
+    assert!(
+        starts("spec.analysis.metrics.preset") && starts("spec.analysis.checks[0].metric"),
         "{refused:?}"
     );
 }

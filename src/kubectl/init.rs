@@ -260,8 +260,8 @@ pub async fn probe(
     let mut queries = Vec::new();
     for st in starters {
         let check = check_of(st)?;
-        let template =
-            check_template(&check, analysis).map_err(|e| PluginError::Usage(e.to_string()))?;
+        let template = check_template(&check, &analysis.metrics.resolve())
+            .map_err(|e| PluginError::Usage(e.to_string()))?;
         let q = render(&check.display_name(), &template, vars)
             .map_err(|e| PluginError::Usage(e.to_string()))?;
         queries.push(q);
