@@ -89,8 +89,9 @@ pub struct RecommendArgs {
     /// I/O share above which an async server (Falcon) is advised.
     #[arg(long, default_value = "95%", value_parser = share)]
     pub async_above: f64,
-    /// Metric name of your exporter, as in spec.analysis.metrics: `requestsTotal=http_requests_total`.
-    /// Repeatable; default names are yabeda-rails' and the reference images'.
+    /// Metric name of your exporter, as in spec.analysis.metrics: `requestsTotal=http_requests_total`,
+    /// or its preset: `preset=prometheusExporter`. Repeatable; default names are the reference
+    /// images'.
     #[arg(long = "metric", value_name = "FIELD=NAME")]
     pub metrics: Vec<String>,
     /// Timeout of each Prometheus query.
