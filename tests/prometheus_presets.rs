@@ -242,7 +242,7 @@ async fn presets_against_a_real_prometheus() {
     let reason = latency.reason.as_deref().unwrap_or_default();
     assert!(
         reason.starts_with(
-            "metrics.requestDuration ruby_http_request_duration_seconds is a Summary \
+            "spec.analysis.metrics.requestDuration ruby_http_request_duration_seconds is a Summary \
              (prometheus_exporter without --histogram) and the baseline has 2 pods: a \
              Summary's quantiles cannot be combined across pods. Run prometheus_exporter with \
              --histogram"

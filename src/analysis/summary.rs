@@ -19,7 +19,7 @@ use super::template::{render, TemplateError, TemplateVars};
 #[derive(Debug, thiserror::Error)]
 pub enum SummaryError {
     #[error(
-        "metrics.{field} {name} is a Summary (prometheus_exporter without --histogram) and the \
+        "spec.analysis.metrics.{field} {name} is a Summary (prometheus_exporter without --histogram) and the \
          {variant} has {pods} pods: a Summary's quantiles cannot be combined across pods. Run \
          prometheus_exporter with --histogram, or give the {variant} one pod"
     )]
@@ -30,7 +30,7 @@ pub enum SummaryError {
         pods: f64,
     },
     #[error(
-        "metrics.{field} {name} is a Summary without a quantile=\"{quantile}\" series for the \
+        "spec.analysis.metrics.{field} {name} is a Summary without a quantile=\"{quantile}\" series for the \
          {variant} (prometheus_exporter's defaults are 0.99, 0.9, 0.5, 0.1 and 0.01): set the check's \
          quantile to one of those, or run prometheus_exporter with --histogram"
     )]

@@ -157,3 +157,38 @@ fn summary_quantile_matches_the_label_as_ruby_prints_it() {
     assert!(t.ends_with(r#"quantile=~"0\\.50*"})"#), "{t}");
     assert!(summary_quantile_template(BuiltinMetric::Latency, Some(1.0), "q").is_err());
 }
+
+#[test]
+fn every_builtin_check_of_every_preset_is_valid_promql() {
+    use crate::analysis::validate;
+    for preset in ["yabeda", "prometheusExporter", "referenceApp"] {
+        let a = super::fixtures::analysis(&format!(
+            "[{{metric: latency, max: 1s}}, {{metric: memory, max: 1Gi}}, {{metric: gvlWait, max: 5%}}, \
+             {{metric: errorRate, max: 1%}}, {{metric: queueTime, max: 50ms}}, {{metric: backlog, max: 3}}, \
+             {{metric: threadUtilization, max: 90%}}]\nmetrics: {{preset: {preset}}}"
+        ));
+        assert_eq!(validate(&a), Ok(()), "{preset}");
+    }
+}
+
+#[test]
+fn the_summary_probes_are_valid_promql() {
+    use crate::analysis::{pods_regex, render, TemplateVars};
+    let vars = TemplateVars {
+        namespace: "shop".into(),
+        pods: pods_regex("storefront"),
+        interval: std::time::Duration::from_secs(60),
+        container: "web".into(),
+    };
+    let name = "ruby_http_request_duration_seconds";
+    let (_, quantile) = summary_quantile_template(BuiltinMetric::Latency, Some(0.9), name).unwrap();
+    for t in [
+        bucket_count_template(name),
+        summary_pods_template(name),
+        format!("count({quantile})"),
+        quantile,
+    ] {
+        let q = render("latency", &t, &vars).unwrap();
+        promql_parser::parser::parse(&q).unwrap_or_else(|e| panic!("{q}: {e}"));
+    }
+}

@@ -131,8 +131,9 @@ async fn a_summary_over_several_pods_is_refused_with_the_reason() {
     assert_eq!((c.baseline, c.candidate), (None, None));
     let reason = c.reason.unwrap();
     assert!(
-        reason.contains("metrics.requestDuration ruby_http_request_duration_seconds is a Summary")
-            && reason.contains("the baseline has 3 pods")
+        reason.contains(
+            "spec.analysis.metrics.requestDuration ruby_http_request_duration_seconds is a Summary"
+        ) && reason.contains("the baseline has 3 pods")
             && reason.contains("cannot be combined across pods")
             && reason.contains("--histogram")
             && reason.ends_with("(SummaryAcrossPods)"),
