@@ -5,6 +5,7 @@ use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
+use crate::api::MetricPreset;
 use crate::cli::{duration, share};
 
 #[derive(Parser, Debug)]
@@ -128,4 +129,13 @@ pub struct InitArgs {
     /// The experiment's name; default: DEPLOYMENT-<candidate>, e.g. storefront-puma-2x4.
     #[arg(long)]
     pub name: Option<String>,
+    /// The app's exporter (spec.analysis.metrics.preset): yabeda, prometheusExporter or
+    /// referenceApp; default: the reference images' names.
+    #[arg(long, value_parser = preset)]
+    pub preset: Option<MetricPreset>,
+}
+
+/// A preset by its name in the CRD.
+fn preset(s: &str) -> Result<MetricPreset, String> {
+    serde_json::from_value(serde_json::Value::String(s.to_string())).map_err(|e| e.to_string())
 }
