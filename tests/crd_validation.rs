@@ -192,7 +192,7 @@ fn quantile_is_accepted_for_latency_and_queue_time_only() {
         let typed: ConcurrencyExperiment = serde_json::from_value(object).unwrap();
         assert_eq!(typed.spec.analysis.checks[0].display_name(), metric);
         assert_eq!(
-            typed.spec.analysis.metrics.queue_time,
+            typed.spec.analysis.metrics.resolve().queue_time,
             "rails_request_queue_time_seconds"
         );
     }
@@ -206,6 +206,24 @@ fn quantile_is_accepted_for_latency_and_queue_time_only() {
                 && r.contains("latency or queueTime")),
         "{refused:?}"
     );
+}
+
+/// Accepted here; refused ones are in e2e/manifests/invalid/ (unknown-preset,
+/// puma-checks-for-falcon).
+#[test]
+fn presets_and_the_puma_checks_are_in_the_schema() {
+    for (preset, metric) in [
+        ("yabeda", "backlog"),
+        ("prometheusExporter", "threadUtilization"),
+    ] {
+        let object = serde_json::json!({"apiVersion": "concurrency.dev/v1alpha1",
+            "kind": "ConcurrencyExperiment", "metadata": {"name": "x"},
+            "spec": {"targetRef": {"name": "storefront"},
+            "candidate": {"server": "puma", "workers": 2, "threads": 4},
+            "analysis": {"prometheus": {"url": "http://p:9090"}, "metrics": {"preset": preset},
+                         "checks": [{"metric": metric, "max": 3}]}}});
+        assert_eq!(refusals(&object), Vec::<String>::new(), "{preset}");
+    }
 }
 
 /// What the apiserver would say about updating `old` to `new`: the schema on `new`, then the

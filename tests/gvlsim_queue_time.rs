@@ -2,7 +2,9 @@
 //! Prometheus: a candidate with too few threads for the load (Puma 1×1 at 20 req/s of 62 ms
 //! requests, capacity ~16 req/s) has the same server-side latency as the baseline (1×4) —
 //! the wait for the thread is outside the request-duration histogram — so `latency` passes,
-//! while `queueTime` (from the load generator's `X-Request-Start`) fails it.
+//! while `queueTime` (from the load generator's `X-Request-Start`) fails it — and so do
+//! Puma's own stats, which need no header: `backlog` and `threadUtilization` (no preset: the
+//! reference images' `puma_*` gauges, which gvl-sim writes).
 //!
 //! Needs the `gvl-sim` binary: `cargo build -p gvl-sim` (found next to this test's target
 //! directory) or `GVL_SIM_BIN`.
@@ -56,6 +58,8 @@ analysis:
   checks:
     - {{metric: latency, quantile: 0.9, maxIncrease: "50%"}}
     - {{metric: queueTime, quantile: 0.9, max: 50ms, maxIncrease: "50%"}}
+    - {{metric: backlog, max: 2}}
+    - {{metric: threadUtilization, max: "90%"}}
 "#
     ))
     .unwrap()
@@ -91,7 +95,11 @@ async fn too_few_threads_pass_latency_but_fail_queue_time() {
         r.baseline_requests, r.candidate_requests
     );
     assert_eq!(r.verdict, Verdict::Fail, "{r:#?}");
-    assert_eq!(r.reason.as_deref(), Some("failed: queueTime"), "{r:#?}");
+    assert_eq!(
+        r.reason.as_deref(),
+        Some("failed: queueTime, backlog, threadUtilization"),
+        "{r:#?}"
+    );
     // The server-side latency cannot tell them apart: both ~62 ms of work.
     assert_eq!(latency.verdict, Verdict::Pass, "{latency:#?}");
     // The candidate's backlog grows by ~4 req/s: seconds of queueing, the baseline ~none.
@@ -105,4 +113,13 @@ async fn too_few_threads_pass_latency_but_fail_queue_time() {
             .contains("above max 50ms"),
         "{queue:#?}"
     );
+    // ~4 req/s more than one thread serves pile up in the candidate's backlog; the baseline's
+    // 4 threads keep up (20 req/s × 62 ms ≈ 1.2 busy threads of 4).
+    let (backlog, threads) = (by_name("backlog"), by_name("threadUtilization"));
+    eprintln!("backlog {backlog:?}; thread utilization {threads:?}");
+    assert!(backlog.candidate.unwrap() > 2.0, "{backlog:#?}");
+    assert!(backlog.baseline.unwrap() < 0.5, "{backlog:#?}");
+    assert!(threads.candidate.unwrap() > 0.95, "{threads:#?}");
+    let base = threads.baseline.unwrap();
+    assert!(base > 0.1 && base < 0.6, "{threads:#?}");
 }

@@ -11,7 +11,7 @@ use std::collections::BTreeMap;
 
 use crate::api::{
     parse_duration, Analysis, AnalysisRecord, BaselineReference, CapacityMeasurement, Check,
-    CheckResult, ConcurrencyExperimentSpec, Recommendation, RenderedServer, Verdict,
+    CheckResult, ConcurrencyExperimentSpec, MetricNames, Recommendation, RenderedServer, Verdict,
 };
 
 use super::capacity::{candidate_config, variant_capacity};
@@ -24,6 +24,7 @@ use super::recommend::recommend_from_spec;
 use super::reference::reference_baseline;
 use super::source::{MetricSource, PrometheusError};
 use super::stats;
+use super::summary::variant_queries;
 use super::template::{pods_regex, pods_regex_any, render, TemplateVars};
 use super::validate::{check_template, AnalysisSpecError};
 
@@ -124,16 +125,17 @@ pub async fn analyse(
     // (20 by default), and queued queries would eat into each query's timeout.
     // Collected first: a stream over a borrowing closure is not provably `Send` (rustc's
     // higher-ranked lifetime limitation), and the controller runs this on spawned tasks.
+    let names = analysis.metrics.resolve();
     let measures: Vec<_> = analysis
         .checks
         .iter()
-        .map(|c| measure_check(source, analysis, c, &baseline, &candidate, ctx.now))
+        .map(|c| measure_check(source, &names, c, &baseline, &candidate, ctx.now))
         .collect();
     let checks = stream::iter(measures)
         .buffered(CHECKS_IN_FLIGHT)
         .collect::<Vec<_>>();
     let requests = async {
-        let Ok(t) = requests_template(&analysis.metrics) else {
+        let Ok(t) = requests_template(&names) else {
             let e = "spec.analysis.metrics.requestsTotal is not a metric name";
             return (Err(e.to_string()), Err(e.to_string()));
         };
@@ -152,7 +154,7 @@ pub async fn analyse(
         futures::join!(query(&baseline), query(&candidate))
     };
     let io_share = async {
-        let q = io_share_template(&analysis.metrics)
+        let q = io_share_template(&names)
             .ok()
             .and_then(|t| render("ioShare", &t, &both).ok())?;
         source.query_value(&q, ctx.now).await.ok().flatten()
@@ -255,7 +257,7 @@ async fn measure_capacity(
     candidate: &TemplateVars,
     both: &TemplateVars,
 ) -> Option<CapacityMeasurement> {
-    let names = &spec.analysis.metrics;
+    let names = &spec.analysis.metrics.resolve();
     let cpu = cpu_per_request_template(names).ok();
     let io = io_per_request_template(names).ok();
     let busiest = busiest_pod_rate_template(names).ok();
@@ -296,7 +298,7 @@ impl Measured {
 
 async fn measure_check(
     source: &impl MetricSource,
-    analysis: &Analysis,
+    names: &MetricNames,
     check: &Check,
     baseline: &TemplateVars,
     candidate: &TemplateVars,
@@ -312,24 +314,24 @@ async fn measure_check(
         verdict: Verdict::Inconclusive,
         reason: None,
     };
-    let prepared = (|| -> Result<(Limits, String, String), AnalysisSpecError> {
-        let limits = Limits::from_check(check)?;
-        let template = check_template(check, analysis)?;
-        Ok((
-            limits,
-            render(&name, &template, baseline)?,
-            render(&name, &template, candidate)?,
-        ))
+    let prepared = (|| -> Result<(Limits, String), AnalysisSpecError> {
+        Ok((Limits::from_check(check)?, check_template(check, names)?))
     })();
-    let (limits, base_q, cand_q) = match prepared {
-        Ok(p) => p,
-        Err(e) => {
-            result.reason = Some(format!("{} ({})", e, e.category()));
-            return Measured {
-                result,
-                limits: None,
-            };
+    let unmeasured = |mut result: CheckResult, reason: String| {
+        result.reason = Some(reason);
+        Measured {
+            result,
+            limits: None,
         }
+    };
+    let (limits, template) = match prepared {
+        Ok(p) => p,
+        Err(e) => return unmeasured(result, format!("{} ({})", e, e.category())),
+    };
+    let queries = variant_queries(source, check, names, &template, baseline, candidate, at);
+    let (base_q, cand_q) = match queries.await {
+        Ok(q) => q,
+        Err(e) => return unmeasured(result, format!("{} ({})", e, e.category())),
     };
     result.query = cand_q.clone();
     result.limit = limits.written.clone();

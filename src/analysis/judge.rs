@@ -27,7 +27,12 @@ impl Unit {
         match check.metric {
             Some(BuiltinMetric::Latency | BuiltinMetric::QueueTime) => Unit::Seconds,
             Some(BuiltinMetric::Memory) => Unit::Bytes,
-            Some(BuiltinMetric::GvlWait | BuiltinMetric::ErrorRate) => Unit::Share,
+            Some(
+                BuiltinMetric::GvlWait
+                | BuiltinMetric::ErrorRate
+                | BuiltinMetric::ThreadUtilization,
+            ) => Unit::Share,
+            Some(BuiltinMetric::Backlog) => Unit::Plain,
             None => [&check.max, &check.min]
                 .into_iter()
                 .flatten()

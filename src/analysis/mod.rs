@@ -14,6 +14,7 @@ pub mod recommend;
 mod reference;
 mod source;
 pub mod stats;
+mod summary;
 pub mod template;
 mod validate;
 
@@ -33,6 +34,7 @@ pub use recommend::{
 pub use reference::{last_baseline, reference_baseline};
 pub use source::{MetricSource, PrometheusError};
 pub use stats::{compare, mann_whitney_greater, samples, MannWhitney};
+pub use summary::SummaryError;
 pub use template::{
     escape_label_value, escape_regex, pods_regex, pods_regex_any, render, TemplateError,
     TemplateVars,

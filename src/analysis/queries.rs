@@ -76,7 +76,26 @@ pub fn validate_names(names: &MetricNames) -> Result<(), QueryError> {
     metric("runningSeconds", &names.running_seconds)?;
     metric("queueTime", &names.queue_time)?;
     metric("memory", &names.memory)?;
+    metric("backlog", &names.backlog)?;
+    if let Some(b) = &names.busy_threads {
+        metric("busyThreads", b)?;
+    }
+    metric("poolCapacity", &names.pool_capacity)?;
+    metric("maxThreads", &names.max_threads)?;
     Ok(())
+}
+
+/// The check's quantile, default 0.99, strictly between 0 and 1.
+fn quantile_of(which: BuiltinMetric, quantile: Option<f64>) -> Result<f64, QueryError> {
+    let q = quantile.unwrap_or(DEFAULT_QUANTILE);
+    if q > 0.0 && q < 1.0 {
+        Ok(q)
+    } else {
+        Err(QueryError::BadQuantile {
+            check: which.name().into(),
+            value: q,
+        })
+    }
 }
 
 /// A quantile of a histogram over the variant's pods.
@@ -85,15 +104,49 @@ fn histogram_quantile(
     quantile: Option<f64>,
     histogram: &str,
 ) -> Result<String, QueryError> {
-    let q = quantile.unwrap_or(DEFAULT_QUANTILE);
-    if !(q > 0.0 && q < 1.0) {
-        return Err(QueryError::BadQuantile {
-            check: which.name().into(),
-            value: q,
-        });
-    }
+    let q = quantile_of(which, quantile)?;
     Ok(format!(
         "histogram_quantile({q}, sum by (le) (rate({histogram}_bucket{{{SELECTOR}}}[{{{{interval}}}}])))"
+    ))
+}
+
+/// The metric a quantile check reads (`latency`, `queueTime`) and its field, validated.
+pub(super) fn quantile_metric(
+    which: BuiltinMetric,
+    names: &MetricNames,
+) -> Option<Result<(&'static str, &str), QueryError>> {
+    let (field, name) = match which {
+        BuiltinMetric::Latency => ("requestDuration", &names.request_duration),
+        BuiltinMetric::QueueTime => ("queueTime", &names.queue_time),
+        _ => return None,
+    };
+    Some(metric(field, name).map(|m| (field, m)))
+}
+
+/// Series of a histogram's buckets over the variant's pods: none means it is not one.
+pub(super) fn bucket_count_template(name: &str) -> String {
+    format!("count({name}_bucket{{{SELECTOR}}})")
+}
+
+/// Pods with series under the bare name: a Summary's quantile series (a histogram has none).
+pub(super) fn summary_pods_template(name: &str) -> String {
+    format!("count(count by (pod) ({name}{{{SELECTOR}}}))")
+}
+
+/// A Summary's `quantile` series for q. The exporter writes the label as Ruby prints the float
+/// (`0.99`); trailing zeros are allowed in case a Prometheus normalizes it (`0.990`).
+/// Across label sets (controller, action) the highest wins: the q-quantile of all requests is
+/// never above the highest q-quantile of its parts, so this bounds it from above.
+pub(super) fn summary_quantile_template(
+    which: BuiltinMetric,
+    quantile: Option<f64>,
+    name: &str,
+) -> Result<(f64, String), QueryError> {
+    let q = quantile_of(which, quantile)?;
+    let label = format!("{q}").replace('.', "\\\\.");
+    Ok((
+        q,
+        format!(r#"max({name}{{{SELECTOR},quantile=~"{label}0*"}})"#),
     ))
 }
 
@@ -137,7 +190,29 @@ pub fn builtin_template(
                 r#"(sum(rate({r}{{{SELECTOR},{s}=~"5.."}}[{{{{interval}}}}])) or vector(0)) / sum(rate({r}{{{SELECTOR}}}[{{{{interval}}}}]))"#
             )
         }
+        BuiltinMetric::Backlog => {
+            // Per pod (its workers summed), averaged over the interval and then across the
+            // variant's pods: comparable between variants of different sizes.
+            let b = metric("backlog", &names.backlog)?;
+            format!("avg(sum by (pod) (avg_over_time({b}{{{SELECTOR}}}[{{{{interval}}}}])))")
+        }
+        BuiltinMetric::ThreadUtilization => thread_utilization(names)?,
     })
+}
+
+/// Busy threads over max threads of the variant's pods, averaged over the interval. Without a
+/// busy-threads gauge (or while it has no series: prometheus_exporter writes it only when its
+/// collector process runs Puma ≥ 6.6), busy is max − pool capacity.
+fn thread_utilization(names: &MetricNames) -> Result<String, QueryError> {
+    let max = metric("maxThreads", &names.max_threads)?;
+    let cap = metric("poolCapacity", &names.pool_capacity)?;
+    let avg = |m: &str| format!("sum(avg_over_time({m}{{{SELECTOR}}}[{{{{interval}}}}]))");
+    let from_capacity = format!("({} - {})", avg(max), avg(cap));
+    let busy = match &names.busy_threads {
+        Some(b) => format!("({} or {from_capacity})", avg(metric("busyThreads", b)?)),
+        None => from_capacity,
+    };
+    Ok(format!("{busy} / {}", avg(max)))
 }
 
 /// Requests the variant served in the interval.

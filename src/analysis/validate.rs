@@ -1,7 +1,9 @@
 //! What in `spec.analysis` only this module can judge: templates, queries, metric names and
 //! limits, checked before any traffic moves.
 
-use crate::api::{parse_duration, parse_percent, Analysis, Check, QuantityError, MAX_MIN_SAMPLES};
+use crate::api::{
+    parse_duration, parse_percent, Analysis, Check, MetricNames, QuantityError, MAX_MIN_SAMPLES,
+};
 
 use super::judge::Limits;
 use super::queries::{builtin_template, validate_names, QueryError};
@@ -52,10 +54,10 @@ impl AnalysisSpecError {
 }
 
 /// The check's query template (built-in or custom).
-pub fn check_template(check: &Check, analysis: &Analysis) -> Result<String, AnalysisSpecError> {
+pub fn check_template(check: &Check, names: &MetricNames) -> Result<String, AnalysisSpecError> {
     match (&check.query, check.metric) {
         (Some(q), _) => Ok(q.clone()),
-        (None, Some(m)) => Ok(builtin_template(m, check.quantile, &analysis.metrics)?),
+        (None, Some(m)) => Ok(builtin_template(m, check.quantile, names)?),
         (None, None) => Err(QueryError::BadName {
             field: "checks",
             value: check.display_name(),
@@ -70,7 +72,8 @@ pub fn check_template(check: &Check, analysis: &Analysis) -> Result<String, Anal
 /// and end in a rollback for nothing.
 pub fn validate(analysis: &Analysis) -> Result<(), AnalysisSpecError> {
     let interval = parse_duration("spec.analysis.interval", &analysis.interval)?;
-    validate_names(&analysis.metrics)?;
+    let names = analysis.metrics.resolve();
+    validate_names(&names)?;
     let r = &analysis.recommendation;
     parse_percent("spec.analysis.recommendation.minGain", &r.min_gain)?;
     parse_percent("spec.analysis.recommendation.asyncAbove", &r.async_above)?;
@@ -93,7 +96,7 @@ pub fn validate(analysis: &Analysis) -> Result<(), AnalysisSpecError> {
     for (index, check) in analysis.checks.iter().enumerate() {
         Limits::from_check(check)?;
         let name = check.display_name();
-        let template = check_template(check, analysis)?;
+        let template = check_template(check, &names)?;
         let query = render(&name, &template, &placeholders)
             .map_err(|source| AnalysisSpecError::CheckTemplate { index, source })?;
         promql_parser::parser::parse(&query).map_err(|e| AnalysisSpecError::PromQl {

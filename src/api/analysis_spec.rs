@@ -4,6 +4,7 @@ use kube::KubeSchema;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
+use super::metric_names::MetricsSpec;
 use super::quantity::{parse_percent, Limit, QuantityError, DURATION_PATTERN, PERCENT_PATTERN};
 
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, KubeSchema)]
@@ -36,9 +37,9 @@ pub struct Analysis {
     #[serde(default = "default_min_requests")]
     #[schemars(range(min = 0))]
     pub min_requests: i64,
-    /// Metric names of the app's exporter.
+    /// The app's exporter (`preset`) and the metric names that differ from it.
     #[serde(default)]
-    pub metrics: MetricNames,
+    pub metrics: MetricsSpec,
     #[schemars(length(min = 1, max = 32))]
     pub checks: Vec<Check>,
     /// Compare per-interval samples with a Mann-Whitney U test in addition to the limits.
@@ -97,49 +98,6 @@ pub enum InconclusiveAction {
     Pause,
 }
 
-/// Names as exported by the app; defaults are yabeda-rails and the reference images.
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct MetricNames {
-    /// Request-duration histogram (without `_bucket`).
-    #[serde(default = "d_histogram")]
-    pub request_duration: String,
-    /// Request counter with a status label.
-    #[serde(default = "d_requests")]
-    pub requests_total: String,
-    /// The status label on the request counter.
-    #[serde(default = "d_status_label")]
-    pub status_label: String,
-    #[serde(default = "d_gvl_wait")]
-    pub gvl_wait_seconds: String,
-    #[serde(default = "d_io_wait")]
-    pub io_wait_seconds: String,
-    #[serde(default = "d_running")]
-    pub running_seconds: String,
-    /// Request queue-time histogram (without `_bucket`): load balancer's `X-Request-Start`
-    /// to the app picking the request up.
-    #[serde(default = "d_queue_time")]
-    pub queue_time: String,
-    /// Working-set memory per container (cAdvisor).
-    #[serde(default = "d_memory")]
-    pub memory: String,
-}
-
-impl Default for MetricNames {
-    fn default() -> Self {
-        Self {
-            request_duration: d_histogram(),
-            requests_total: d_requests(),
-            status_label: d_status_label(),
-            gvl_wait_seconds: d_gvl_wait(),
-            io_wait_seconds: d_io_wait(),
-            running_seconds: d_running(),
-            queue_time: d_queue_time(),
-            memory: d_memory(),
-        }
-    }
-}
-
 #[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub enum BuiltinMetric {
@@ -154,6 +112,11 @@ pub enum BuiltinMetric {
     /// A quantile of the request queue-time histogram (seconds): the wait for a free thread
     /// that the request duration cannot see. Needs `X-Request-Start` from the load balancer.
     QueueTime,
+    /// Requests waiting for a Puma thread, per pod (Puma's own stats: no header needed).
+    Backlog,
+    /// Busy Puma threads over the thread pools' maximum (0–1; Puma counts waiting requests
+    /// as busy, so above 1 means queueing).
+    ThreadUtilization,
 }
 
 impl BuiltinMetric {
@@ -164,6 +127,8 @@ impl BuiltinMetric {
             BuiltinMetric::GvlWait => "gvlWait",
             BuiltinMetric::ErrorRate => "errorRate",
             BuiltinMetric::QueueTime => "queueTime",
+            BuiltinMetric::Backlog => "backlog",
+            BuiltinMetric::ThreadUtilization => "threadUtilization",
         }
     }
 }
@@ -282,28 +247,4 @@ fn default_min_gain() -> String {
 }
 fn default_async_above() -> String {
     "95%".into()
-}
-fn d_histogram() -> String {
-    "rails_request_duration_seconds".into()
-}
-fn d_requests() -> String {
-    "rails_requests_total".into()
-}
-fn d_status_label() -> String {
-    "status".into()
-}
-fn d_gvl_wait() -> String {
-    "ruby_gvl_wait_seconds_total".into()
-}
-fn d_io_wait() -> String {
-    "ruby_io_wait_seconds_total".into()
-}
-fn d_running() -> String {
-    "ruby_running_seconds_total".into()
-}
-fn d_queue_time() -> String {
-    "rails_request_queue_time_seconds".into()
-}
-fn d_memory() -> String {
-    "container_memory_working_set_bytes".into()
 }

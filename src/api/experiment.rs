@@ -52,6 +52,9 @@ use super::traffic::Traffic;
 #[x_kube(
     validation = Rule::new("self.stages[size(self.stages) - 1].weight == 100").message("the last stage must have weight 100").field_path(".stages"),
     validation = Rule::new("self.stages.map(s, s.weight).isSorted() && self.stages.all(s, self.stages.exists_one(t, t.weight == s.weight))").message("stage weights must be strictly increasing").field_path(".stages"),
+    // A Falcon candidate has no Puma thread pool: these checks would be Inconclusive at every
+    // analysis and roll back for nothing.
+    validation = Rule::new("self.candidate.server != 'falcon' || !self.analysis.checks.exists(c, has(c.metric) && (c.metric == 'backlog' || c.metric == 'threadUtilization'))").message("backlog and threadUtilization read Puma's thread pool stats, which a falcon candidate does not have (use queueTime or a custom query)").field_path(".analysis.checks"),
     // Transition rules (they compare with the stored object, so they run on updates only, and
     // a status write leaves the spec as it was). On the spec rather than on the fields: a rule
     // on an optional field runs only when old and new both have it, so adding or removing

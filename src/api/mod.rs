@@ -3,6 +3,7 @@
 
 mod analysis_spec;
 mod experiment;
+mod metric_names;
 mod promotion;
 mod quantity;
 mod server_config;
@@ -11,6 +12,7 @@ mod traffic;
 
 pub use analysis_spec::*;
 pub use experiment::*;
+pub use metric_names::*;
 pub use promotion::*;
 pub use quantity::*;
 pub use server_config::*;

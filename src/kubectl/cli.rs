@@ -5,6 +5,7 @@ use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
+use crate::api::MetricPreset;
 use crate::cli::{duration, share};
 
 #[derive(Parser, Debug)]
@@ -89,8 +90,9 @@ pub struct RecommendArgs {
     /// I/O share above which an async server (Falcon) is advised.
     #[arg(long, default_value = "95%", value_parser = share)]
     pub async_above: f64,
-    /// Metric name of your exporter, as in spec.analysis.metrics: `requestsTotal=http_requests_total`.
-    /// Repeatable; default names are yabeda-rails' and the reference images'.
+    /// Metric name of your exporter, as in spec.analysis.metrics: `requestsTotal=http_requests_total`,
+    /// or its preset: `preset=prometheusExporter`. Repeatable; default names are the reference
+    /// images'.
     #[arg(long = "metric", value_name = "FIELD=NAME")]
     pub metrics: Vec<String>,
     /// Timeout of each Prometheus query.
@@ -127,4 +129,13 @@ pub struct InitArgs {
     /// The experiment's name; default: DEPLOYMENT-<candidate>, e.g. storefront-puma-2x4.
     #[arg(long)]
     pub name: Option<String>,
+    /// The app's exporter (spec.analysis.metrics.preset): yabeda, prometheusExporter or
+    /// referenceApp; default: the reference images' names.
+    #[arg(long, value_parser = preset)]
+    pub preset: Option<MetricPreset>,
+}
+
+/// A preset by its name in the CRD.
+fn preset(s: &str) -> Result<MetricPreset, String> {
+    serde_json::from_value(serde_json::Value::String(s.to_string())).map_err(|e| e.to_string())
 }

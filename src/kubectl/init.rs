@@ -14,7 +14,7 @@ use jiff::Timestamp;
 use super::cli::{InitArgs, InitServer};
 use super::{PluginError, Session};
 use crate::analysis::{check_template, pods_regex, render, TemplateVars};
-use crate::api::{Analysis, Check, RenderedServer, ServerConfig, ServerKind};
+use crate::api::{Analysis, Check, MetricPreset, RenderedServer, ServerConfig, ServerKind};
 use crate::prometheus::PrometheusClient;
 use crate::workload::{app_container, read_baseline};
 
@@ -141,6 +141,8 @@ pub struct Starting {
     pub baseline: RenderedServer,
     pub candidate: ServerConfig,
     pub prometheus: Option<String>,
+    /// `--preset`: written as `spec.analysis.metrics.preset` and used by the probe.
+    pub preset: Option<MetricPreset>,
     /// Per starter check (by position): whether its query had data; `None` when not probed.
     pub data: Option<Vec<bool>>,
 }
@@ -225,8 +227,12 @@ pub fn manifest(s: &Starting) -> String {
     };
     out.push_str(&format!(
         "  analysis:\n    prometheus:\n      url: {url}\n    interval: 1m\n    failureLimit: 1\n    \
-         inconclusiveLimit: 3\n    minRequests: 50\n    checks:\n"
+         inconclusiveLimit: 3\n    minRequests: 50\n"
     ));
+    if let Some(p) = s.preset {
+        out.push_str(&format!("    metrics: {{preset: {}}}\n", p.name()));
+    }
+    out.push_str("    checks:\n");
     for (i, st) in starters.iter().enumerate() {
         let has = probed.and_then(|d| d.get(i).copied());
         let enabled = match has {
@@ -260,8 +266,8 @@ pub async fn probe(
     let mut queries = Vec::new();
     for st in starters {
         let check = check_of(st)?;
-        let template =
-            check_template(&check, analysis).map_err(|e| PluginError::Usage(e.to_string()))?;
+        let template = check_template(&check, &analysis.metrics.resolve())
+            .map_err(|e| PluginError::Usage(e.to_string()))?;
         let q = render(&check.display_name(), &template, vars)
             .map_err(|e| PluginError::Usage(e.to_string()))?;
         queries.push(q);
@@ -289,9 +295,14 @@ pub async fn run(
         None => None,
         Some(url) => {
             let client = PrometheusClient::new(url, crate::prometheus::DEFAULT_TIMEOUT)?;
-            // Default metric names: the starter does not set spec.analysis.metrics either.
+            // The metric names the starter's spec will have: the preset's, or the defaults.
+            let metrics = match args.preset {
+                Some(p) => serde_json::json!({"preset": p.name()}),
+                None => serde_json::json!({}),
+            };
             let analysis: Analysis = serde_json::from_value(serde_json::json!({
-                "prometheus": {"url": url}, "checks": [{"metric": "latency", "maxIncrease": "10%"}],
+                "prometheus": {"url": url}, "metrics": metrics,
+                "checks": [{"metric": "latency", "maxIncrease": "10%"}],
             }))
             .map_err(|e| PluginError::Usage(e.to_string()))?;
             let vars = TemplateVars {
@@ -315,6 +326,7 @@ pub async fn run(
         baseline,
         candidate,
         prometheus: args.prometheus.clone(),
+        preset: args.preset,
         data,
     };
     out.write_all(manifest(&starting).as_bytes())?;

@@ -21,7 +21,7 @@ use crate::analysis::{
     io_share_template, pod_capacity, pods_regex, recommend, recommendation_table, render,
     validate_names, PerRequest, TemplateVars, Unit,
 };
-use crate::api::{format_duration, MetricNames, RenderedServer, ServerKind};
+use crate::api::{format_duration, MetricNames, MetricsSpec, RenderedServer, ServerKind};
 use crate::prometheus::PrometheusClient;
 use crate::workload::{app_container, read_baseline};
 
@@ -62,31 +62,34 @@ impl Target {
 /// Shared with the operator's capacity gate.
 pub use crate::analysis::capacity::cpu_cores;
 
-/// `--metric requestsTotal=http_requests_total`: the same field names as
-/// `spec.analysis.metrics`, checked against Prometheus' name grammar.
+/// `--metric requestsTotal=http_requests_total`, `--metric preset=prometheusExporter`: the
+/// same fields as `spec.analysis.metrics`, resolved as there and checked against Prometheus'
+/// name grammar.
 pub fn metric_names(flags: &[String]) -> Result<MetricNames, PluginError> {
-    let mut names = serde_json::to_value(MetricNames::default())
-        .map_err(|e| PluginError::Usage(e.to_string()))?;
-    let fields = names.as_object_mut().ok_or_else(|| {
-        PluginError::Usage("metric names do not serialize to an object".to_string())
-    })?;
+    let usage = |e: serde_json::Error| PluginError::Usage(format!("--metric: {e}"));
+    let names = serde_json::to_value(MetricNames::default()).map_err(usage)?;
+    let mut known: Vec<&str> = vec!["preset"];
+    known.extend(
+        names
+            .as_object()
+            .into_iter()
+            .flat_map(|o| o.keys().map(String::as_str)),
+    );
+    let mut spec = serde_json::Map::new();
     for flag in flags {
         let (key, value) = flag
             .split_once('=')
             .ok_or_else(|| PluginError::Usage(format!("--metric {flag:?}: expected FIELD=NAME")))?;
-        match fields.get_mut(key.trim()) {
-            Some(slot) => *slot = serde_json::Value::String(value.trim().to_string()),
-            None => {
-                let known: Vec<&str> = fields.keys().map(String::as_str).collect();
-                return Err(PluginError::Usage(format!(
-                    "--metric {flag:?}: unknown field {key:?} (known: {})",
-                    known.join(", ")
-                )));
-            }
+        if !known.contains(&key.trim()) {
+            return Err(PluginError::Usage(format!(
+                "--metric {flag:?}: unknown field {key:?} (known: {})",
+                known.join(", ")
+            )));
         }
+        spec.insert(key.trim().to_string(), value.trim().into());
     }
-    let names: MetricNames =
-        serde_json::from_value(names).map_err(|e| PluginError::Usage(e.to_string()))?;
+    let spec: MetricsSpec = serde_json::from_value(spec.into()).map_err(usage)?;
+    let names = spec.resolve();
     validate_names(&names).map_err(|e| {
         PluginError::Usage(format!(
             "--metric: {}",

@@ -339,7 +339,7 @@ fn unknown(
             spec.analysis.min_requests
         );
     };
-    let names = &spec.analysis.metrics;
+    let names = &spec.analysis.metrics.resolve();
     let m = latest.capacity.as_ref();
     let c = m.and_then(|m| m.candidate.as_ref());
     let mut missing = Vec::new();

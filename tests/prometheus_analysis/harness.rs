@@ -72,16 +72,23 @@ pub fn exposition(p: &Pod, t: f64) -> String {
 }
 
 pub async fn serve(pod: Pod, started: Instant) -> SocketAddr {
+    serve_text(move |t| exposition(&pod, t), started).await
+}
+
+/// Serves `text(t)` on loopback, `t` being the exporter's uptime in seconds.
+pub async fn serve_text(
+    text: impl Fn(f64) -> String + Send + Sync + 'static,
+    started: Instant,
+) -> SocketAddr {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap();
-    let pod = Arc::new(pod);
+    let text = Arc::new(text);
     tokio::spawn(async move {
         while let Ok((stream, _)) = listener.accept().await {
-            let pod = pod.clone();
+            let text = text.clone();
             tokio::spawn(async move {
                 let svc = service_fn(move |_req| {
-                    let t = UPTIME + started.elapsed().as_secs_f64();
-                    let body = exposition(&pod, t);
+                    let body = text(UPTIME + started.elapsed().as_secs_f64());
                     async move {
                         Ok::<_, std::convert::Infallible>(Response::new(Full::new(Bytes::from(
                             body,

@@ -110,7 +110,7 @@ fn validate_names_what_is_wrong() {
     assert!(e.to_string().contains("checks[latency].max"), "{e}");
 
     let mut a = analysis("[{metric: errorRate, max: 1%}]");
-    a.metrics.status_label = "code\"".into();
+    a.metrics.status_label = Some("code\"".into());
     assert_eq!(validate(&a).unwrap_err().category(), "BadMetricName");
 
     let mut a = analysis("[{metric: errorRate, max: 1%}]");

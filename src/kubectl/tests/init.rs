@@ -38,6 +38,7 @@ fn init_args(server: InitServer, threads: Option<i32>, workers: Option<i32>) -> 
         prometheus: None,
         container: None,
         name: None,
+        preset: None,
     }
 }
 
@@ -61,6 +62,7 @@ fn starting(candidate: crate::api::ServerConfig, data: Option<Vec<bool>>) -> ini
         prometheus: data
             .as_ref()
             .map(|_| "http://prometheus.monitoring:9090".to_string()),
+        preset: None,
         data,
     }
 }
@@ -236,5 +238,25 @@ async fn init_reads_the_target_and_probes_each_check_query() {
     assert!(
         queries.iter().any(|q| q.contains(r#"container="web""#)),
         "{queries:#?}"
+    );
+}
+
+#[test]
+fn init_writes_the_preset_it_was_given() {
+    let candidate =
+        init::candidate(&init_args(InitServer::Puma, Some(4), None), &puma_2x6()).unwrap();
+    let mut s = starting(candidate, None);
+    s.preset = Some(crate::api::MetricPreset::PrometheusExporter);
+    let yaml = init::manifest(&s);
+    assert!(
+        yaml.contains(
+            "    minRequests: 50\n    metrics: {preset: prometheusExporter}\n    checks:\n"
+        ),
+        "{yaml}"
+    );
+    let exp = assert_valid(&yaml);
+    assert_eq!(
+        exp.spec.analysis.metrics.resolve().requests_total,
+        "ruby_http_requests_total"
     );
 }

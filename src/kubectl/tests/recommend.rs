@@ -247,6 +247,12 @@ fn metric_flags_use_the_spec_field_names() {
         names.running_seconds,
         MetricNames::default().running_seconds
     );
+    let names = metric_names(&["preset=prometheusExporter".into()]).unwrap();
+    assert_eq!(names.requests_total, "ruby_http_requests_total");
+    let e = metric_names(&["preset=datadog".into()])
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("unknown variant") && e.contains("yabeda"), "{e}");
     let e = metric_names(&["requests=x".into()])
         .unwrap_err()
         .to_string();
