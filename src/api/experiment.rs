@@ -161,3 +161,14 @@ fn default_stage_duration() -> String {
 fn default_progress_deadline() -> String {
     "10m".into()
 }
+
+impl ConcurrencyExperiment {
+    /// The config a promotion writes into the target: the judged one, fixed in
+    /// `status.promoting` at the decision; `spec.candidate` until then.
+    pub fn promoted_candidate(&self) -> &ServerConfig {
+        self.status
+            .as_ref()
+            .and_then(|s| s.promoting.as_ref())
+            .unwrap_or(&self.spec.candidate)
+    }
+}

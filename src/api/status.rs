@@ -152,6 +152,11 @@ pub struct ConcurrencyExperimentStatus {
     /// `promotion: external`: the change to commit, from the hold at the last stage on.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub promotion_patch: Option<super::PromotionPatch>,
+    /// The candidate config being promoted, fixed when the experiment decided to promote: it is
+    /// what the stages judged, so an edit of `spec.candidate` after that is not what lands in
+    /// the target.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub promoting: Option<super::ServerConfig>,
     /// What the target looked like before the experiment, so it can be restored exactly.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub original: Option<OriginalState>,

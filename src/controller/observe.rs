@@ -420,14 +420,16 @@ pub fn observations(
     now: jiff::Timestamp,
 ) -> Observations {
     let container = exp.spec.container.as_deref();
+    // Once promoting, the judged config, whatever the spec says now.
+    let promoted = exp.promoted_candidate();
     // A target whose app container is gone is still the target: it must be restored.
     let target = fetched.target.as_ref().map(|d| TargetState {
         deployment: workload::rollout_state(d),
         baseline: workload::read_baseline(d, container, &fetched.configmaps).ok(),
-        runs_candidate_config: workload::runs_config(d, &exp.spec.candidate, container),
+        runs_candidate_config: workload::runs_config(d, promoted, container),
         template_hash: template_hash(d),
-        promoted_hash: workload::promoted_fingerprint(d, &exp.spec.candidate, container),
-        promotion_patch: workload::promotion_patch(d, &exp.spec.candidate, container).ok(),
+        promoted_hash: workload::promoted_fingerprint(d, promoted, container),
+        promotion_patch: workload::promotion_patch(d, promoted, container).ok(),
     });
     Observations {
         now,

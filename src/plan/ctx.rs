@@ -233,6 +233,7 @@ impl<'a> Ctx<'a> {
         }
         self.status.phase = Phase::RollingBack;
         self.set_hold(None);
+        self.status.promoting = None;
         // Not promoted: nothing is left to commit.
         self.status.promotion_patch = None;
         self.status.message = Some(message.clone());
@@ -249,6 +250,8 @@ impl<'a> Ctx<'a> {
     pub fn start_promotion(&mut self, reason: DecisionReason, message: String) {
         self.status.phase = Phase::Promoting;
         self.set_hold(None);
+        // What was judged is what lands, even if spec.candidate is edited from now on.
+        self.status.promoting = Some(self.spec.candidate.clone());
         self.status.message = Some(message.clone());
         self.status.decision = Some(Decision {
             action: DecisionAction::Promote,
@@ -257,6 +260,14 @@ impl<'a> Ctx<'a> {
             at: Time(self.now()),
         });
         self.event(EventType::Normal, "Promoting", message);
+    }
+
+    /// The config being promoted: `status.promoting` once decided, else `spec.candidate`.
+    pub fn promoted_candidate(&self) -> &crate::api::ServerConfig {
+        self.status
+            .promoting
+            .as_ref()
+            .unwrap_or(&self.spec.candidate)
     }
 
     /// Refreshes the per-variant replica counts and configs from the observations.
@@ -283,7 +294,7 @@ impl<'a> Ctx<'a> {
                 pods: pods(target_name),
             });
         }
-        let config = RenderedServer::from(&self.spec.candidate);
+        let config = RenderedServer::from(self.promoted_candidate());
         let c = self.obs.candidate.clone().unwrap_or_default();
         let candidate = crate::workload::candidate_name(target_name);
         self.status.candidate = Some(VariantStatus {

@@ -5,12 +5,13 @@ use super::ctx::Ctx;
 use super::observations::{Action, EventType};
 use super::timing::POLL;
 use crate::api::reason::DecisionReason;
-use crate::api::{Phase, Promotion};
+use crate::api::{Phase, Promotion, RenderedServer};
 
 /// Promoting: write the candidate config into the target and scale it back to its original
 /// size; once it is rolled out, restore the route (gatewayAPI), then remove the candidate.
 /// With `promotion: external` Git wrote it: the template is never written here.
 pub fn promote(cx: &mut Ctx) {
+    edited_while_promoting(cx);
     cx.update_variants();
     let Some(target) = &cx.obs.target else {
         return;
@@ -52,10 +53,27 @@ pub fn promote(cx: &mut Ctx) {
     let msg = format!(
         "Promoted: Deployment {} now runs {}.",
         cx.spec.target_ref.name,
-        cx.spec.candidate.summary()
+        cx.promoted_candidate().summary()
     );
     cx.status.message = Some(msg.clone());
     cx.event(EventType::Normal, "Succeeded", msg);
+}
+
+/// `spec.candidate` edited after the decision to promote: the judged config is promoted all
+/// the same (a config no stage judged never lands), and the edit is said once.
+fn edited_while_promoting(cx: &mut Ctx) {
+    let judged = RenderedServer::from(cx.promoted_candidate());
+    let now = RenderedServer::from(&cx.spec.candidate);
+    if !cx.spec_changed || judged == now {
+        return;
+    }
+    let msg = format!(
+        "spec.candidate changed to {} while promoting: the judged config {} is promoted; \
+         run a new experiment for the new one.",
+        now.summary(),
+        judged.summary()
+    );
+    cx.event(EventType::Warning, "SpecChanged", msg);
 }
 
 /// Rolling back: restore the baseline first (route, replicas) and wait until it is ready at

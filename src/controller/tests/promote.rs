@@ -297,3 +297,37 @@ async fn an_autoscaled_target_is_promoted_around_its_hpa_which_is_never_written(
     let target: Deployment = fake.get(TARGET).unwrap();
     assert_eq!(target.spec.unwrap().replicas, Some(6));
 }
+
+/// `spec.candidate` edited after the decision to promote: the target gets the judged config,
+/// never the new one no stage judged.
+#[tokio::test]
+async fn an_edit_while_promoting_writes_the_judged_config() {
+    let mut exp = with_finalizer(experiment());
+    exp.spec.analysis.prometheus.url = fake_prometheus("100").await;
+    let fake = FakeApi::default().with(EXP, exp).with(TARGET, target(6, 6));
+    reconcile_until(&fake, |e| status_of(e).phase == Phase::Promoting).await;
+    let mut edited: ConcurrencyExperiment = fake.get(EXP).unwrap();
+    edited.spec.candidate.threads = Some(3);
+    edited.metadata.generation = Some(edited.metadata.generation.unwrap_or(1) + 1);
+    fake.put(EXP, &edited);
+    reconcile_until(&fake, |e| status_of(e).phase == Phase::Succeeded).await;
+    let written: Vec<String> = fake
+        .calls()
+        .iter()
+        .filter(|c| c.line() == format!("PATCH {TARGET}") && c.body["spec"]["template"].is_object())
+        .map(|c| c.body["spec"]["template"]["spec"]["containers"][0]["env"].to_string())
+        .collect();
+    assert!(!written.is_empty());
+    for env in &written {
+        assert!(
+            env.contains(r#"{"name":"RAILS_MAX_THREADS","value":"4"}"#),
+            "{env}"
+        );
+    }
+    let status = status_of(&fake.get::<ConcurrencyExperiment>(EXP).unwrap());
+    assert_eq!(
+        status.message.as_deref(),
+        Some("Promoted: Deployment storefront now runs puma 2×4.")
+    );
+    assert!(fake.event_reasons().iter().any(|r| r == "SpecChanged"));
+}

@@ -222,3 +222,62 @@ fn an_edit_while_rolling_back_does_not_restart() {
     assert_eq!(run.status.phase, Phase::RolledBack);
     assert!(!run.events().contains(&"SpecChanged".to_string()));
 }
+
+#[test]
+fn an_edit_while_promoting_promotes_what_was_judged() {
+    let mut run = Run::new(spec(), 6);
+    run.tick(None);
+    run.auto_settle = false;
+    while run.status.phase != Phase::Promoting {
+        run.now += 30;
+        run.tick(Some(Verdict::Pass));
+        run.world.settle();
+        assert!(run.now < 10_000, "{:?}", run.status.message);
+    }
+    let judged = run.spec.candidate.clone();
+    assert_eq!(run.status.promoting.as_ref(), Some(&judged));
+    run.edit_candidate(three_threads);
+    run.log.clear();
+    run.now += 5;
+    run.tick(None);
+    assert_eq!(
+        run.status.phase,
+        Phase::Promoting,
+        "no restart, no rollback"
+    );
+    let warned: Vec<_> = run
+        .log
+        .iter()
+        .filter_map(|a| match a {
+            Action::Event {
+                reason, message, ..
+            } if reason == "SpecChanged" => Some(message),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        warned,
+        [
+            "spec.candidate changed to puma 2×3 while promoting: the judged config puma 2×4 is \
+          promoted; run a new experiment for the new one."
+        ]
+    );
+    for _ in 0..20 {
+        if run.status.phase.is_terminal() {
+            break;
+        }
+        run.now += 5;
+        run.tick(None);
+        run.world.settle();
+    }
+    assert_eq!(run.status.phase, Phase::Succeeded);
+    assert_eq!(
+        run.status.message.as_deref(),
+        Some("Promoted: Deployment storefront now runs puma 2×4.")
+    );
+    assert_eq!(run.status.candidate.as_ref().unwrap().summary, "puma 2×4");
+    assert_eq!(
+        run.events().iter().filter(|e| *e == "SpecChanged").count(),
+        1
+    );
+}
