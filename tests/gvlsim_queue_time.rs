@@ -95,9 +95,11 @@ async fn too_few_threads_pass_latency_but_fail_queue_time() {
         r.baseline_requests, r.candidate_requests
     );
     assert_eq!(r.verdict, Verdict::Fail, "{r:#?}");
-    assert_eq!(
-        r.reason.as_deref(),
-        Some("failed: queueTime, backlog, threadUtilization"),
+    // Which checks failed is asserted per check below (with their values); the list itself
+    // once came out otherwise on a machine loaded by the e2e suite, without its values.
+    let reason = r.reason.as_deref().unwrap_or_default();
+    assert!(
+        reason.starts_with("failed: ") && reason.contains("queueTime"),
         "{r:#?}"
     );
     // The server-side latency cannot tell them apart: both ~62 ms of work.
@@ -118,8 +120,10 @@ async fn too_few_threads_pass_latency_but_fail_queue_time() {
     let (backlog, threads) = (by_name("backlog"), by_name("threadUtilization"));
     eprintln!("backlog {backlog:?}; thread utilization {threads:?}");
     assert!(backlog.candidate.unwrap() > 2.0, "{backlog:#?}");
+    assert_eq!(backlog.verdict, Verdict::Fail, "{backlog:#?}");
     assert!(backlog.baseline.unwrap() < 0.5, "{backlog:#?}");
     assert!(threads.candidate.unwrap() > 0.95, "{threads:#?}");
+    assert_eq!(threads.verdict, Verdict::Fail, "{threads:#?}");
     let base = threads.baseline.unwrap();
     assert!(base > 0.1 && base < 0.6, "{threads:#?}");
 }
