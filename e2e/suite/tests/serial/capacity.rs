@@ -31,6 +31,26 @@ fn queue_check() -> serde_json::Value {
     ])
 }
 
+/// The 1-replica target under the load, experiment `name` trying `candidate`, followed
+/// to its end (at most `timeout_s`); returns it and the fewest ready pods seen meanwhile. The
+/// load (at most 600 s) is stopped by [`assert_no_failed_requests`].
+async fn walk(
+    s: &Scenario,
+    name: &str,
+    candidate: serde_json::Value,
+    timeout_s: u64,
+) -> anyhow::Result<(e2e_tests::ConcurrencyExperiment, usize)> {
+    s.deploy_target(&one_replica()).await?;
+    s.start_load(600, RATE).await?;
+    s.apply(&Exp::new(name, candidate, queue_check()).stage_s(30))
+        .await?;
+    let progress = Progress {
+        timeout_s,
+        ..Progress::default()
+    };
+    s.min_ready_while(s.progress(name, progress)).await
+}
+
 /// The load ran through the whole experiment (stopped only now) and lost nothing.
 async fn assert_no_failed_requests(s: &Scenario) -> anyhow::Result<()> {
     // The candidate's pods leave after the experiment ends (their preStop sleep, then exit):
@@ -81,24 +101,13 @@ async fn assert_no_failed_requests(s: &Scenario) -> anyhow::Result<()> {
 async fn capacity_rollback() {
     let _alone = alone().await;
     run("capacity_rollback", async |s| {
-        s.deploy_target(&one_replica()).await?;
-        s.start_load(300, RATE).await?;
-        let exp = Exp::new(
+        let (e, min_ready) = walk(
+            s,
             "small",
             json!({"server": "puma", "workers": 1, "threads": 1}),
-            queue_check(),
+            180,
         )
-        .stage_s(30);
-        s.apply(&exp).await?;
-        let (e, min_ready) = s
-            .min_ready_while(s.progress(
-                "small",
-                Progress {
-                    timeout_s: 180,
-                    ..Progress::default()
-                },
-            ))
-            .await?;
+        .await?;
         let st = status(&e);
         ensure!(
             name_of(&st.phase) == "RolledBack",
@@ -181,24 +190,13 @@ async fn capacity_rollback() {
 async fn capacity_promote() {
     let _alone = alone().await;
     run("capacity_promote", async |s| {
-        s.deploy_target(&one_replica()).await?;
-        s.start_load(400, RATE).await?;
-        let exp = Exp::new(
+        let (e, min_ready) = walk(
+            s,
             "roomy",
             json!({"server": "puma", "workers": 2, "threads": 3}),
-            queue_check(),
+            260,
         )
-        .stage_s(30);
-        s.apply(&exp).await?;
-        let (e, min_ready) = s
-            .min_ready_while(s.progress(
-                "roomy",
-                Progress {
-                    timeout_s: 260,
-                    ..Progress::default()
-                },
-            ))
-            .await?;
+        .await?;
         let st = status(&e);
         ensure!(
             name_of(&st.phase) == "Succeeded",
