@@ -268,7 +268,7 @@ async fn measure_capacity(
         capacity_value(source, total.as_deref(), both, at)
     );
     let base_config = ctx.baseline_config.as_ref();
-    let cand_config = candidate_config(&spec.candidate, base_config);
+    let cand_config = candidate_config(spec.single_candidate(), base_config);
     CapacityMeasurement {
         baseline: variant_capacity(b.0, b.1, b.2, base_config, ctx.baseline_cpu_limit),
         candidate: variant_capacity(c.0, c.1, c.2, Some(&cand_config), ctx.candidate_cpu_limit),

@@ -4,6 +4,7 @@
 mod analysis_spec;
 mod experiment;
 mod quantity;
+mod selection;
 mod server_config;
 mod status;
 mod traffic;
@@ -11,6 +12,7 @@ mod traffic;
 pub use analysis_spec::*;
 pub use experiment::*;
 pub use quantity::*;
+pub use selection::*;
 pub use server_config::*;
 pub use status::*;
 pub use traffic::*;

@@ -68,10 +68,12 @@ pub enum DecisionReason {
     NotOwned,
     /// Roll back: the experiment is being deleted.
     Deleted,
+    /// Roll back: every candidate of a selection was eliminated.
+    NoCandidatePassed,
 }
 
 impl DecisionReason {
-    pub const ALL: [DecisionReason; 12] = [
+    pub const ALL: [DecisionReason; 13] = [
         DecisionReason::StagesPassed,
         DecisionReason::Approved,
         DecisionReason::CheckFailed,
@@ -84,6 +86,7 @@ impl DecisionReason {
         DecisionReason::TargetChanged,
         DecisionReason::NotOwned,
         DecisionReason::Deleted,
+        DecisionReason::NoCandidatePassed,
     ];
 
     pub const fn as_str(self) -> &'static str {
@@ -100,6 +103,7 @@ impl DecisionReason {
             DecisionReason::TargetChanged => "TargetChanged",
             DecisionReason::NotOwned => "NotOwned",
             DecisionReason::Deleted => "Deleted",
+            DecisionReason::NoCandidatePassed => "NoCandidatePassed",
         }
     }
 

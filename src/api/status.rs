@@ -6,12 +6,15 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
+use super::selection::SelectionStatus;
 use super::server_config::RenderedServer;
 
 #[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, JsonSchema, Default)]
 pub enum Phase {
     #[default]
     Pending,
+    /// Several candidates run at once against a fresh baseline (docs/selection.md).
+    Selecting,
     Progressing,
     Paused,
     Promoting,
@@ -29,6 +32,7 @@ impl Phase {
     pub fn as_str(self) -> &'static str {
         match self {
             Phase::Pending => "Pending",
+            Phase::Selecting => "Selecting",
             Phase::Progressing => "Progressing",
             Phase::Paused => "Paused",
             Phase::Promoting => "Promoting",
@@ -99,6 +103,9 @@ pub struct ConcurrencyExperimentStatus {
     pub baseline: Option<VariantStatus>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub candidate: Option<VariantStatus>,
+    /// The selection among `spec.candidates`: variants, eliminations, ranking and winner.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub selection: Option<SelectionStatus>,
     /// The most recent analyses, newest last.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub analyses: Vec<AnalysisRecord>,

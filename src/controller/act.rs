@@ -221,7 +221,7 @@ impl<'a> Actor<'a> {
         let target = self.target("promote")?;
         let template = workload::promoted_template(
             target,
-            &self.exp.spec.candidate,
+            self.exp.spec.single_candidate(),
             self.exp.spec.container.as_deref(),
         )?;
         let patch = json!({

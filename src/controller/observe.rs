@@ -324,6 +324,10 @@ fn flag(exp: &ConcurrencyExperiment, annotation: &str) -> bool {
         .is_some_and(|v| v.trim().eq_ignore_ascii_case("true"))
 }
 
+/// Why a spec with `candidates` (or `baseline.fresh`) is `Invalid` in this version.
+pub const SELECTION_NOT_RUN: &str = "spec.candidates: this operator version does not run \
+     selections or a fresh baseline yet (docs/selection.md); give one spec.candidate";
+
 /// Problems the CRD schema cannot see; each makes the experiment `Invalid`.
 pub fn spec_error(exp: &ConcurrencyExperiment, fetched: &Fetched) -> Option<String> {
     if let Some(first) = fetched.rivals.first() {
@@ -331,6 +335,11 @@ pub fn spec_error(exp: &ConcurrencyExperiment, fetched: &Fetched) -> Option<Stri
             "spec.targetRef: experiment {first} already targets Deployment {}; finish or delete it first",
             exp.spec.target_ref.name
         ));
+    }
+    // The selection's I/O (N candidate Deployments, per-variant analyses, the fresh baseline)
+    // is not built yet: refuse before anything is created rather than run half a spec.
+    if exp.spec.candidate.is_none() || exp.spec.fresh_baseline() {
+        return Some(SELECTION_NOT_RUN.into());
     }
     // Before any traffic moves: a query that cannot run would only ever be Inconclusive.
     if let Err(e) = crate::analysis::validate(&exp.spec.analysis) {
@@ -342,7 +351,7 @@ pub fn spec_error(exp: &ConcurrencyExperiment, fetched: &Fetched) -> Option<Stri
         .and_then(|_| workload::target_match_labels(target))
         // Server flags that cannot be rewritten would leave the candidate on the baseline's
         // config.
-        .and_then(|_| workload::promoted_template(target, &exp.spec.candidate, container))
+        .and_then(|_| workload::promoted_template(target, exp.spec.single_candidate(), container))
     {
         return Some(e.to_string());
     }
@@ -407,7 +416,7 @@ pub fn cpu_limits(
     target_container: &Container,
 ) -> (Option<f64>, Option<f64>) {
     let baseline = crate::analysis::cpu_limit(target_container.resources.as_ref());
-    let candidate = match &exp.spec.candidate.resources {
+    let candidate = match &exp.spec.single_candidate().resources {
         Some(r) => crate::analysis::cpu_limit(Some(r)),
         None => baseline,
     };
@@ -435,7 +444,7 @@ pub fn observations(
     let target = fetched.target.as_ref().map(|d| TargetState {
         deployment: workload::rollout_state(d),
         baseline: workload::read_baseline(d, container, &fetched.configmaps).ok(),
-        runs_candidate_config: workload::runs_config(d, &exp.spec.candidate, container),
+        runs_candidate_config: workload::runs_config(d, exp.spec.single_candidate(), container),
         template_hash: template_hash(d),
     });
     Observations {
@@ -452,7 +461,7 @@ pub fn observations(
         // Someone else's Deployment by that name is not the candidate (see `not_ours`).
         candidate: our_candidate(exp, fetched).map(workload::rollout_state),
         candidate_runs_spec_config: our_candidate(exp, fetched)
-            .is_some_and(|d| workload::runs_config(d, &exp.spec.candidate, container)),
+            .is_some_and(|d| workload::runs_config(d, exp.spec.single_candidate(), container)),
         candidate_problem: fetched.candidate_problem.clone(),
         not_ours: not_ours(exp, fetched),
         candidate_cpu_limit: fetched

@@ -289,7 +289,7 @@ pub fn experiment_detail(exp: &ConcurrencyExperiment, now: Timestamp) -> String 
         Some(c) => lines.push(format!("Candidate:   {}", variant_line(c))),
         None => lines.push(format!(
             "Candidate:   {} (not deployed)",
-            spec.candidate.summary()
+            spec.single_candidate().summary()
         )),
     }
     lines.push(format!(
@@ -354,7 +354,7 @@ pub fn list_row(exp: &ConcurrencyExperiment, now: Timestamp) -> Vec<String> {
             .map_or("-".into(), |b| b.summary.clone()),
         st.candidate
             .as_ref()
-            .map_or_else(|| exp.spec.candidate.summary(), |c| c.summary.clone()),
+            .map_or_else(|| exp.spec.single_candidate().summary(), |c| c.summary.clone()),
         st.decision
             .as_ref()
             .map_or("-".into(), |d| format!("{:?} ({})", d.action, d.reason)),

@@ -39,7 +39,7 @@ pub const CAPACITY_GATE_OFF: &str = "CapacityGateOff";
 pub fn off_reason(spec: &ConcurrencyExperimentSpec, t: &Timing) -> Option<&'static str> {
     if t.max_utilization.is_none() {
         Some("spec.analysis.maxPredictedUtilization is off")
-    } else if spec.candidate.server == ServerKind::Custom {
+    } else if spec.single_candidate().server == ServerKind::Custom {
         Some("server: custom has no capacity model")
     } else {
         None
@@ -186,7 +186,7 @@ pub fn evaluate(cx: &Ctx, index: usize, max: f64) -> CapacityGate {
         .as_ref()
         .and_then(|t| t.baseline.as_ref())
         .or(cx.status.baseline.as_ref().map(|b| &b.config));
-    let config = candidate_config(&spec.candidate, baseline);
+    let config = candidate_config(spec.single_candidate(), baseline);
     let cpu_limit = cx.obs.candidate_cpu_limit;
     let started = cx.status.stage_started_at.as_ref().map(|s| s.0);
     let min_requests = spec.analysis.min_requests as f64;

@@ -175,7 +175,7 @@ impl<'a> Ctx<'a> {
         } else {
             ("StageAdvanced", "Advancing to")
         };
-        let candidate = self.spec.candidate.summary();
+        let candidate = self.spec.single_candidate().summary();
         let msg = format!(
             "{verb} stage {}/{n}: {weight}% of traffic to the candidate ({candidate}).",
             index + 1
@@ -280,7 +280,7 @@ impl<'a> Ctx<'a> {
                 pods: pods(target_name),
             });
         }
-        let config = RenderedServer::from(&self.spec.candidate);
+        let config = RenderedServer::from(self.spec.single_candidate());
         let c = self.obs.candidate.clone().unwrap_or_default();
         let candidate = crate::workload::candidate_name(target_name);
         self.status.candidate = Some(VariantStatus {

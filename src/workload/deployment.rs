@@ -89,7 +89,7 @@ pub fn candidate_deployment(
 
     let mut template = promoted_template(
         target,
-        &experiment.spec.candidate,
+        experiment.spec.single_candidate(),
         experiment.spec.container.as_deref(),
     )?;
     let meta = template.metadata.get_or_insert_with(ObjectMeta::default);

@@ -16,10 +16,10 @@ fn the_candidate_has_its_own_cpu_limit_only_when_it_sets_resources() {
     .unwrap();
     assert_eq!(cpu_limits(&exp, &container), (Some(0.5), Some(0.5)));
     // Resources given replace the target's whole: no cpu limit there is none at all.
-    exp.spec.candidate.resources =
+    exp.spec.candidate.as_mut().unwrap().resources =
         Some(serde_json::from_value(serde_json::json!({"limits": {"memory": "1Gi"}})).unwrap());
     assert_eq!(cpu_limits(&exp, &container), (Some(0.5), None));
-    exp.spec.candidate.resources =
+    exp.spec.candidate.as_mut().unwrap().resources =
         Some(serde_json::from_value(serde_json::json!({"limits": {"cpu": "2"}})).unwrap());
     assert_eq!(cpu_limits(&exp, &container), (Some(0.5), Some(2.0)));
 }

@@ -128,7 +128,7 @@ fn the_candidate_is_seen_running_the_spec_config_until_the_spec_changes() {
     assert!(!observations(&exp, &f, now).candidate_runs_spec_config);
     f.candidate = Some(workload::candidate_deployment(&t, &exp, 2).unwrap());
     assert!(observations(&exp, &f, now).candidate_runs_spec_config);
-    exp.spec.candidate.threads = Some(3);
+    exp.spec.candidate.as_mut().unwrap().threads = Some(3);
     assert!(!observations(&exp, &f, now).candidate_runs_spec_config);
 }
 

@@ -352,7 +352,7 @@ impl Run {
     /// The user edits `spec.candidate`: a new generation, and the candidate Deployment keeps
     /// its old template until the machine re-applies it.
     pub fn edit_candidate(&mut self, edit: impl Fn(&mut crate::api::ServerConfig)) {
-        edit(&mut self.spec.candidate);
+        edit(self.spec.candidate.as_mut().expect("a single-candidate spec"));
         self.world.generation += 1;
         self.world.candidate_stale = self.world.candidate.is_some();
     }

@@ -30,6 +30,7 @@ fn old_decision(r: DecisionReason) -> &'static str {
         DecisionReason::TargetChanged => "TargetChanged",
         DecisionReason::NotOwned => "NotOwned",
         DecisionReason::Deleted => "Deleted",
+        DecisionReason::NoCandidatePassed => "NoCandidatePassed",
     }
 }
 
@@ -62,7 +63,7 @@ fn every_reason_round_trips_to_its_old_string() {
         .iter()
         .map(|r| old_decision(*r))
         .collect();
-    assert_eq!(decisions.len(), 12);
+    assert_eq!(decisions.len(), 13);
     assert_eq!(HoldReason::parse("PausedByUser"), None);
     assert!("Promoted".parse::<DecisionReason>().is_err());
     // The names kubectl and the tests read status with.
