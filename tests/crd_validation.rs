@@ -406,6 +406,9 @@ fn a_selection_spec_is_accepted_and_reads_back() {
     assert!(typed.spec.selects() && typed.spec.fresh_baseline());
     assert_eq!(typed.spec.candidate_list().len(), 5);
     assert_eq!(typed.spec.selection_or_default().weight, 10);
-    assert_eq!(typed.spec.selection_winner(Some(2)).unwrap().summary(), "falcon 2 workers");
+    assert_eq!(
+        typed.spec.selection_winner(Some(2)).unwrap().summary(),
+        "falcon 2 workers"
+    );
     assert_eq!(typed.spec.selection_winner(Some(7)), None);
 }

@@ -146,6 +146,9 @@ pub struct SelectionStatus {
     /// Analyses of the selection in which every variant ran far below its capacity.
     #[serde(default, skip_serializing_if = "is_zero")]
     pub low_signal_analyses: i32,
+    /// Analyses of the selection in which some variant did not (`requireSignal` waits for one).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub signal_analyses: i32,
 }
 
 fn is_zero(n: &i32) -> bool {
@@ -167,7 +170,10 @@ pub struct SelectionVariant {
     /// The fresh baseline's objective values of the same intervals.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub baseline_samples: Vec<f64>,
-    /// Failed analyses of this candidate (against the fresh baseline).
+    /// Passed analyses of this candidate (against the fresh baseline).
+    #[serde(default)]
+    pub passed_analyses: i32,
+    /// Failed analyses of this candidate; one more than `analysis.failureLimit` eliminates it.
     #[serde(default)]
     pub failed_analyses: i32,
     /// Lowest headroom measured (1 − busiest pod's rate / estimated capacity).

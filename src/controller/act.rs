@@ -71,6 +71,7 @@ impl<'a> Actor<'a> {
                 Action::RemoveCandidate => self.remove_candidate().await?,
                 Action::ClearApproval => self.clear_annotation(ANNOTATION_APPROVE).await?,
                 Action::ClearRetry => self.clear_annotation(ANNOTATION_RETRY).await?,
+                Action::Selection(a) => return Err(Error::SelectionNotRun(format!("{a:?}"))),
                 Action::Event {
                     type_,
                     reason,

@@ -484,5 +484,7 @@ pub fn observations(
         effective_weight: effective_weight(exp, fetched),
         route_backend_refs: original_route_refs(fetched),
         analysis: None,
+        // Selections are refused (`SELECTION_NOT_RUN`) until their variants are observed.
+        selection: None,
     }
 }

@@ -352,9 +352,10 @@ pub fn list_row(exp: &ConcurrencyExperiment, now: Timestamp) -> Vec<String> {
         st.baseline
             .as_ref()
             .map_or("-".into(), |b| b.summary.clone()),
-        st.candidate
-            .as_ref()
-            .map_or_else(|| exp.spec.single_candidate().summary(), |c| c.summary.clone()),
+        st.candidate.as_ref().map_or_else(
+            || exp.spec.single_candidate().summary(),
+            |c| c.summary.clone(),
+        ),
         st.decision
             .as_ref()
             .map_or("-".into(), |d| format!("{:?} ({})", d.action, d.reason)),

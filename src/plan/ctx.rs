@@ -166,6 +166,14 @@ impl<'a> Ctx<'a> {
             .split_sized(self.original(), weight, self.sizing())
     }
 
+    /// The candidate the stages walk: `spec.candidate`, or the selection's winner once chosen.
+    pub fn candidate(&self) -> &'a crate::api::ServerConfig {
+        let winner = self.status.selection.as_ref().and_then(|s| s.winner);
+        let spec = self.spec;
+        spec.selection_winner(winner)
+            .unwrap_or_else(|| spec.single_candidate())
+    }
+
     /// Starts stage `index`: its clock starts once the split is in force.
     pub fn enter_stage(&mut self, index: usize) {
         self.set_stage(index);
@@ -175,7 +183,7 @@ impl<'a> Ctx<'a> {
         } else {
             ("StageAdvanced", "Advancing to")
         };
-        let candidate = self.spec.single_candidate().summary();
+        let candidate = self.candidate().summary();
         let msg = format!(
             "{verb} stage {}/{n}: {weight}% of traffic to the candidate ({candidate}).",
             index + 1
@@ -280,7 +288,7 @@ impl<'a> Ctx<'a> {
                 pods: pods(target_name),
             });
         }
-        let config = RenderedServer::from(self.spec.single_candidate());
+        let config = RenderedServer::from(self.candidate());
         let c = self.obs.candidate.clone().unwrap_or_default();
         let candidate = crate::workload::candidate_name(target_name);
         self.status.candidate = Some(VariantStatus {

@@ -48,7 +48,7 @@ pub fn promote(cx: &mut Ctx) {
     let msg = format!(
         "Promoted: Deployment {} now runs {}.",
         cx.spec.target_ref.name,
-        cx.spec.single_candidate().summary()
+        cx.candidate().summary()
     );
     cx.status.message = Some(msg.clone());
     cx.event(EventType::Normal, "Succeeded", msg);

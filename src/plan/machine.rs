@@ -4,7 +4,7 @@
 use super::ctx::Ctx;
 use super::observations::{EventType, Observations, Step};
 use super::validate::{validate, Timing};
-use super::{approval, capacity, finish, progress, retry, split, timing};
+use super::{approval, capacity, finish, progress, retry, select, split, timing};
 use crate::api::reason::DecisionReason;
 use crate::api::{
     ConcurrencyExperimentSpec, ConcurrencyExperimentStatus, OriginalState, Phase, TargetScale,
@@ -22,6 +22,7 @@ pub fn step(
 ) -> Step {
     let mut cx = Ctx::new(spec, status, obs);
     run(&mut cx);
+    select::remove_leftovers(&mut cx);
     approval::settle(&mut cx);
     retry::settle(&mut cx);
     remember_route(&mut cx);
@@ -62,7 +63,7 @@ fn run(cx: &mut Ctx) {
         Err(msg) => {
             match phase {
                 Phase::Pending => return invalid(cx, msg),
-                Phase::Progressing | Phase::Paused => cx.start_rollback(
+                Phase::Selecting | Phase::Progressing | Phase::Paused => cx.start_rollback(
                     DecisionReason::InvalidSpec,
                     format!("The spec became invalid: {msg}."),
                 ),
@@ -75,7 +76,7 @@ fn run(cx: &mut Ctx) {
     if cx.obs.abort_requested
         && matches!(
             cx.status.phase,
-            Phase::Pending | Phase::Progressing | Phase::Paused
+            Phase::Pending | Phase::Selecting | Phase::Progressing | Phase::Paused
         )
     {
         cx.start_rollback(
@@ -90,6 +91,7 @@ fn run(cx: &mut Ctx) {
     }
     match (cx.status.phase, timing) {
         (Phase::Pending, Some(t)) => pending(cx, &t),
+        (Phase::Selecting, Some(t)) => select::run(cx, &t),
         (Phase::Progressing | Phase::Paused, Some(t)) => progress::run(cx, &t),
         (Phase::Promoting, _) => finish::promote(cx),
         (Phase::RollingBack, _) => finish::roll_back(cx),
@@ -108,7 +110,7 @@ fn target_changed(cx: &mut Ctx) {
     };
     let phase = cx.status.phase;
     let promoting = phase == Phase::Promoting && !target.runs_candidate_config;
-    if !(matches!(phase, Phase::Progressing | Phase::Paused) || promoting) {
+    if !(matches!(phase, Phase::Selecting | Phase::Progressing | Phase::Paused) || promoting) {
         return;
     }
     let Some(original) = cx.status.original.as_mut() else {
@@ -148,7 +150,11 @@ fn follow_target_scale(cx: &mut Ctx) {
     };
     let running = matches!(
         cx.status.phase,
-        Phase::Progressing | Phase::Paused | Phase::Promoting | Phase::RollingBack
+        Phase::Selecting
+            | Phase::Progressing
+            | Phase::Paused
+            | Phase::Promoting
+            | Phase::RollingBack
     );
     let Some(original) = cx.status.original.as_mut().filter(|_| running) else {
         return;
@@ -203,7 +209,7 @@ fn in_the_way(cx: &mut Ctx) -> bool {
             invalid(cx, msg);
             true
         }
-        Phase::Progressing | Phase::Paused => {
+        Phase::Selecting | Phase::Progressing | Phase::Paused => {
             let msg = format!(
                 "{what} {exists} but {is} not managed by this experiment (replaced by someone \
                  else); rolling back without touching {it}."
@@ -243,12 +249,27 @@ fn pending(cx: &mut Ctx, t: &Timing) {
         });
     }
     cx.update_variants();
+    if cx.spec.selects() {
+        // One pod per variant must leave the candidates at most half of the traffic.
+        let n = cx.spec.candidate_list().len() as i32;
+        let weight = cx.spec.selection_or_default().weight;
+        if let Err(e) = cx
+            .spec
+            .traffic
+            .router
+            .selection_split(cx.original(), weight, n, true)
+        {
+            return invalid(cx, format!("spec.candidates: {e}"));
+        }
+        return select::run(cx, t);
+    }
     cx.enter_stage(0);
     // Told once, at the start: what the router can really give, and a gate that is off.
     if let Some(msg) = split::coarse_split(cx.spec, cx.original(), cx.sizing()) {
         cx.event(EventType::Normal, "CoarseSplit", msg);
     }
-    if let Some(why) = capacity::off_reason(cx.spec, t).filter(|_| cx.spec.stages.len() > 1) {
+    if let Some(why) = capacity::off_reason(cx.candidate(), t).filter(|_| cx.spec.stages.len() > 1)
+    {
         let msg = format!(
             "The capacity gate is off ({why}): each step is taken on the checks alone, without \
              predicting whether the candidate can carry it."

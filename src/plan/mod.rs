@@ -77,7 +77,9 @@ mod machine;
 mod observations;
 mod pause;
 mod progress;
+pub mod ranking;
 mod retry;
+mod select;
 mod split;
 mod timing;
 mod validate;
@@ -88,6 +90,7 @@ pub use machine::step;
 pub use observations::*;
 pub use pause::PAUSED_BY_USER;
 pub use progress::{AWAITING_APPROVAL, PROGRESS_DEADLINE_EXCEEDED};
+pub use select::{CANDIDATE_CHOSEN, CANDIDATE_ELIMINATED, LOW_SIGNAL_UTILIZATION};
 pub use timing::{analysis_due, deadline_passed, next_analysis_at, AFTER_WRITE, POLL, TARGET_POLL};
 pub use validate::{validate, Timing};
 

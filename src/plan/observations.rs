@@ -67,6 +67,67 @@ pub struct Observations {
     pub route_backend_refs: Option<String>,
     /// Set when the shell ran an analysis in this reconcile (because `analysis_due` said so).
     pub analysis: Option<AnalysisOutcome>,
+    /// The selection's variants and analyses (docs/selection.md); `None` outside a selection.
+    pub selection: Option<SelectionObservations>,
+}
+
+/// What the shell observed of a selection in one reconcile.
+#[derive(Clone, Debug, PartialEq, Default)]
+pub struct SelectionObservations {
+    /// Per entry of `spec.candidates`, in order.
+    pub candidates: Vec<VariantObservation>,
+    /// The fresh baseline (`workload::fresh_baseline_name`, next session).
+    pub fresh_baseline: VariantObservation,
+    /// Set when the shell ran the selection's analyses in this reconcile.
+    pub analysis: Option<SelectionAnalysis>,
+}
+
+/// One variant's Deployment and the share of traffic it gets now.
+#[derive(Clone, Debug, PartialEq, Default)]
+pub struct VariantObservation {
+    /// `None` when the Deployment does not exist.
+    pub deployment: Option<DeploymentState>,
+    /// Its template carries the variant's config (rolled out is in `deployment`).
+    pub runs_spec_config: bool,
+    /// Percent of traffic it gets now: its ready pods' share (`replicas`) or its route weight.
+    pub share: i32,
+}
+
+/// One interval of the selection: every surviving candidate judged against the fresh
+/// baseline, and the objective per variant.
+#[derive(Clone, Debug, PartialEq)]
+pub struct SelectionAnalysis {
+    pub at: Timestamp,
+    /// The fresh baseline's objective value in the interval.
+    pub fresh_baseline_objective: Option<f64>,
+    pub candidates: Vec<CandidateAnalysis>,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct CandidateAnalysis {
+    /// Index into `spec.candidates`.
+    pub index: usize,
+    /// The checks with the candidate as candidate and the fresh baseline as baseline.
+    pub outcome: AnalysisOutcome,
+    /// The candidate's objective value in the interval.
+    pub objective: Option<f64>,
+}
+
+/// What the shell does for a selection.
+#[derive(Clone, Debug, PartialEq)]
+pub enum SelectionAction {
+    /// Create or update candidate `index`'s Deployment (`<target>-candidate-<index+1>`).
+    EnsureVariant { index: usize, replicas: i32 },
+    /// Create or update the fresh baseline's Deployment (the target's template).
+    EnsureFreshBaseline { replicas: i32 },
+    /// `gatewayAPI`: set the route's weights, percent: each listed candidate's, the fresh
+    /// baseline's; the target's Service gets the rest.
+    SetWeights {
+        candidates: Vec<(usize, i32)>,
+        fresh_baseline: i32,
+    },
+    /// Delete candidate `index`'s Deployment and Service (eliminated, or the choice is made).
+    RemoveVariant { index: usize },
 }
 
 /// The target Deployment; present whenever it exists, even with a template the experiment can
@@ -122,6 +183,8 @@ pub enum Action {
     ClearApproval,
     /// Remove the `concurrency.dev/retry` annotation from the experiment: it was acted on.
     ClearRetry,
+    /// A selection's variants (docs/selection.md).
+    Selection(SelectionAction),
     /// Record a Kubernetes Event on the experiment.
     Event {
         type_: EventType,

@@ -118,7 +118,7 @@ pub fn run(cx: &mut Ctx, t: &Timing) {
 /// everything measured so far belongs to the old config, so the experiment starts again at
 /// stage 1 with a fresh history, and `apply_split` re-applies the candidate.
 fn restart_if_candidate_changed(cx: &mut Ctx) {
-    let new = RenderedServer::from(cx.spec.single_candidate());
+    let new = RenderedServer::from(cx.candidate());
     let Some(old) = cx.status.candidate.as_ref().map(|c| c.config.clone()) else {
         return;
     };

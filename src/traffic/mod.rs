@@ -5,6 +5,7 @@
 mod gateway;
 mod replicas;
 mod router;
+mod selection;
 mod services;
 mod split;
 
@@ -13,6 +14,7 @@ pub use gateway::{
     HTTPROUTE_API_VERSION,
 };
 pub use router::Router;
+pub use selection::{SelectionSplit, SplitTooCoarse};
 pub use services::*;
 pub use split::*;
 

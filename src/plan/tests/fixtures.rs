@@ -208,7 +208,7 @@ impl World {
                 }
                 Action::ClearApproval => self.approve_annotation = false,
                 Action::ClearRetry => self.retry_annotation = false,
-                Action::Event { .. } => {}
+                Action::Event { .. } | Action::Selection(_) => {}
             }
         }
     }
@@ -257,6 +257,7 @@ impl World {
             effective_weight: self.effective_weight(),
             route_backend_refs: None,
             analysis: None,
+            selection: None,
         }
     }
 }
@@ -352,7 +353,12 @@ impl Run {
     /// The user edits `spec.candidate`: a new generation, and the candidate Deployment keeps
     /// its old template until the machine re-applies it.
     pub fn edit_candidate(&mut self, edit: impl Fn(&mut crate::api::ServerConfig)) {
-        edit(self.spec.candidate.as_mut().expect("a single-candidate spec"));
+        edit(
+            self.spec
+                .candidate
+                .as_mut()
+                .expect("a single-candidate spec"),
+        );
         self.world.generation += 1;
         self.world.candidate_stale = self.world.candidate.is_some();
     }

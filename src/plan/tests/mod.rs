@@ -13,6 +13,7 @@ mod progress;
 mod reason;
 mod retry;
 mod rollback;
+mod select;
 mod target;
 mod walk;
 

@@ -1,0 +1,428 @@
+//! `Selecting` (docs/selection.md): every surviving candidate and the fresh baseline run at
+//! once on equal shares; each interval judges every candidate against the fresh baseline, a
+//! candidate failing more than `failureLimit` analyses is eliminated on its own (its traffic
+//! back on the baseline, its pods removed, an Event); after `selection.duration` the
+//! objective picks the winner (`ranking`), which then walks the stages as the single
+//! candidate. No survivor rolls back (`NoCandidatePassed`).
+//!
+//! The target is never scaled here (`traffic::Router::selection_split`): the variants come on
+//! top of it, so capacity never drops below the baseline's while they come and go.
+
+use std::time::Duration;
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+
+use super::ctx::Ctx;
+use super::observations::{Action, EventType, SelectionAction, SelectionAnalysis};
+use super::ranking::{choose, explain, rank};
+use super::validate::Timing;
+use super::{analysis, finish, progress, timing};
+use crate::api::reason::DecisionReason;
+use crate::api::{
+    parse_percent, Elimination, Phase, SelectionStatus, SelectionVariant, Verdict,
+    DEFAULT_TOLERANCE, KEPT_ANALYSES,
+};
+
+/// Below this utilization (busiest pod's rate / estimated capacity) on every variant an
+/// analysis is low signal: latency and queue time cannot tell configs apart there.
+pub const LOW_SIGNAL_UTILIZATION: f64 = 0.3;
+/// Significance level of the choice when `analysis.statistical` does not set one.
+pub const DEFAULT_ALPHA: f64 = 0.05;
+pub const CANDIDATE_ELIMINATED: &str = "CandidateEliminated";
+pub const CANDIDATE_CHOSEN: &str = "CandidateChosen";
+
+/// Enters `Selecting` from Pending: one entry per candidate, nothing measured yet.
+pub(super) fn enter(cx: &mut Ctx) {
+    let variants = cx
+        .spec
+        .candidate_list()
+        .iter()
+        .enumerate()
+        .map(|(i, c)| SelectionVariant {
+            index: i as i32,
+            summary: c.summary(),
+            ..Default::default()
+        })
+        .collect();
+    cx.status.selection = Some(SelectionStatus {
+        variants,
+        ..Default::default()
+    });
+    cx.status.phase = Phase::Selecting;
+    cx.status.stage_entered_at = Some(Time(cx.now()));
+    let list: Vec<String> = cx
+        .spec
+        .candidate_list()
+        .iter()
+        .map(|c| c.summary())
+        .collect();
+    let weight = cx.spec.selection_or_default().weight;
+    let msg = format!(
+        "Selecting among {}: {weight}% of traffic each, and as much to a fresh baseline.",
+        list.join(", ")
+    );
+    cx.event(EventType::Normal, "SelectionStarted", msg);
+}
+
+/// Decides to roll back and starts at once, as every handler does.
+fn roll_back(cx: &mut Ctx, reason: DecisionReason, msg: String) {
+    cx.start_rollback(reason, msg);
+    finish::roll_back(cx);
+}
+
+fn selection<'c>(cx: &'c mut Ctx) -> &'c mut SelectionStatus {
+    cx.status.selection.get_or_insert_with(Default::default)
+}
+
+fn alive(st: &SelectionStatus) -> Vec<usize> {
+    st.variants
+        .iter()
+        .filter(|v| v.eliminated.is_none())
+        .filter_map(|v| usize::try_from(v.index).ok())
+        .collect()
+}
+
+pub(super) fn run(cx: &mut Ctx, t: &Timing) {
+    if cx.status.selection.is_none() {
+        enter(cx);
+    }
+    if let Some(a) = cx.obs.selection.as_ref().and_then(|s| s.analysis.as_ref()) {
+        record(cx, a);
+    }
+    let survivors = alive(selection(cx));
+    if survivors.is_empty() {
+        return no_survivor(cx);
+    }
+    let sel = cx.spec.selection_or_default();
+    let router = cx.spec.traffic.router;
+    let split =
+        match router.selection_split(cx.original(), sel.weight, survivors.len() as i32, true) {
+            Ok(s) => s,
+            Err(e) => return roll_back(cx, DecisionReason::InvalidSpec, format!("{e}.")),
+        };
+    let in_force = apply(cx, &survivors, split.pods_per_variant, split.share);
+    if !in_force {
+        let entered = cx.status.stage_entered_at.as_ref().map(|s| s.0);
+        if entered.is_some_and(|e| cx.now() >= e + t.progress_deadline) {
+            let msg = format!(
+                "The selection's split ({}% to each of {} variants) was not in force within \
+                 spec.progressDeadline ({}); restoring the baseline.",
+                split.share,
+                survivors.len() + 1,
+                cx.spec.progress_deadline
+            );
+            return roll_back(cx, DecisionReason::ProgressDeadlineExceeded, msg);
+        }
+        cx.status.message = Some("Waiting for every variant's share to be in force.".into());
+        return cx.wait(timing::POLL);
+    }
+    let now = cx.now();
+    let started = selection(cx).started_at.get_or_insert(Time(now)).0;
+    let duration = t.selection.unwrap_or(t.interval);
+    let ends = started + duration;
+    if now < ends {
+        cx.status.message = Some(format!(
+            "Selecting among {} candidates ({}% each); the choice is due at {ends}.",
+            survivors.len(),
+            split.share
+        ));
+        let left = Duration::try_from(ends.duration_since(now)).unwrap_or_default();
+        return cx.wait(left.min(t.interval));
+    }
+    let signal = selection(cx).signal_analyses;
+    if sel.require_signal && signal == 0 {
+        cx.status.message = Some(format!(
+            "Holding the choice: every variant ran below {:.0}% of its estimated capacity in \
+             every analysis (low signal), and selection.requireSignal waits for more traffic.",
+            LOW_SIGNAL_UTILIZATION * 100.0
+        ));
+        cx.reason = "LowSignal".into();
+        return cx.wait(t.interval);
+    }
+    decide(cx, t);
+}
+
+/// Ensures every survivor and the fresh baseline at `pods` each, the route weights, and the
+/// removal of eliminated candidates whose traffic is gone. True when every share is in force.
+fn apply(cx: &mut Ctx, survivors: &[usize], pods: i32, share: i32) -> bool {
+    let router = cx.spec.traffic.router;
+    let Some(obs) = cx.obs.selection.as_ref() else {
+        return false;
+    };
+    let ready = |v: &super::observations::VariantObservation| {
+        v.runs_spec_config
+            && v.deployment
+                .as_ref()
+                .is_some_and(|d| d.replicas == pods && d.ready_replicas >= pods && d.rolled_out)
+    };
+    let mut actions = Vec::new();
+    let mut all_ready = ready(&obs.fresh_baseline);
+    if !all_ready {
+        actions.push(SelectionAction::EnsureFreshBaseline { replicas: pods });
+    }
+    for &i in survivors {
+        let v = obs.candidates.get(i).cloned().unwrap_or_default();
+        if !ready(&v) {
+            all_ready = false;
+            actions.push(SelectionAction::EnsureVariant {
+                index: i,
+                replicas: pods,
+            });
+        }
+    }
+    let shares_ok = |v: &super::observations::VariantObservation| {
+        if router.splits_by_pods() {
+            v.share > 0
+        } else {
+            v.share == share
+        }
+    };
+    let mut in_force = all_ready && shares_ok(&obs.fresh_baseline);
+    for &i in survivors {
+        let v = obs.candidates.get(i).cloned().unwrap_or_default();
+        in_force &= shares_ok(&v);
+    }
+    // Traffic moves only onto ready pods, and off an eliminated candidate before its pods go.
+    let eliminated: Vec<usize> = (0..obs.candidates.len())
+        .filter(|i| !survivors.contains(i))
+        .collect();
+    let stale_route = eliminated
+        .iter()
+        .any(|&i| obs.candidates.get(i).is_some_and(|v| v.share != 0));
+    if router.uses_route() && all_ready && (!in_force || stale_route) {
+        actions.push(SelectionAction::SetWeights {
+            candidates: survivors.iter().map(|&i| (i, share)).collect(),
+            fresh_baseline: share,
+        });
+    }
+    for i in eliminated {
+        let v = obs.candidates.get(i).cloned().unwrap_or_default();
+        if v.deployment.is_some() && router.variant_traffic_back(v.share) {
+            actions.push(SelectionAction::RemoveVariant { index: i });
+        }
+    }
+    cx.actions
+        .extend(actions.into_iter().map(Action::Selection));
+    in_force
+}
+
+/// Folds one interval into the variants (once: an analysis not newer than
+/// `last_analysis_at` is a replay). Eliminates candidates past `failureLimit`.
+fn record(cx: &mut Ctx, a: &SelectionAnalysis) {
+    if cx
+        .status
+        .last_analysis_at
+        .as_ref()
+        .is_some_and(|l| a.at <= l.0)
+    {
+        return;
+    }
+    cx.status.last_analysis_at = Some(Time(a.at));
+    let limit = cx.spec.analysis.failure_limit;
+    let mut utilizations = Vec::new();
+    let mut eliminated = Vec::new();
+    let st = selection(cx);
+    for ca in &a.candidates {
+        let Some(v) = st
+            .variants
+            .get_mut(ca.index)
+            .filter(|v| v.eliminated.is_none())
+        else {
+            continue;
+        };
+        let rec = &ca.outcome.record;
+        v.checks = rec.checks.clone();
+        let cap = rec.capacity.as_ref();
+        let headroom = cap
+            .and_then(|c| c.candidate.as_ref())
+            .and_then(|c| c.headroom);
+        if let Some(h) = headroom {
+            v.headroom = Some(v.headroom.map_or(h, |old: f64| old.min(h)));
+        }
+        utilizations.push(headroom.map(|h| 1.0 - h));
+        if ca.outcome.record.verdict == Verdict::Inconclusive {
+            continue;
+        }
+        if let (Some(o), Some(b)) = (ca.objective, a.fresh_baseline_objective) {
+            push_capped(&mut v.objective_samples, o);
+            push_capped(&mut v.baseline_samples, b);
+        }
+        if rec.verdict == Verdict::Pass {
+            v.passed_analyses += 1;
+            continue;
+        }
+        v.failed_analyses += 1;
+        if v.failed_analyses > limit {
+            let message = format!(
+                "Candidate {} eliminated after {} failed analyses against the fresh baseline \
+                 ({}); its traffic returns to the baseline and its pods are removed.",
+                v.summary,
+                v.failed_analyses,
+                analysis::failing_checks(rec)
+            );
+            let checks = rec
+                .checks
+                .iter()
+                .filter(|c| c.verdict == Verdict::Fail)
+                .map(|c| c.name.clone())
+                .collect();
+            v.eliminated = Some(Elimination {
+                at: Time(a.at),
+                checks,
+                message: message.clone(),
+            });
+            eliminated.push(message);
+        }
+    }
+    // The fresh baseline's own utilization comes with every candidate's record.
+    let base = a
+        .candidates
+        .first()
+        .and_then(|c| c.outcome.record.capacity.as_ref())
+        .and_then(|c| c.baseline.as_ref())
+        .and_then(|b| b.headroom);
+    utilizations.push(base.map(|h| 1.0 - h));
+    let low = !utilizations.is_empty()
+        && utilizations
+            .iter()
+            .all(|u| u.is_some_and(|u| u < LOW_SIGNAL_UTILIZATION));
+    if low {
+        st.low_signal_analyses += 1;
+    } else {
+        st.signal_analyses += 1;
+    }
+    for msg in eliminated {
+        cx.event(EventType::Warning, CANDIDATE_ELIMINATED, msg);
+    }
+}
+
+fn push_capped(v: &mut Vec<f64>, x: f64) {
+    v.push(x);
+    let excess = v.len().saturating_sub(KEPT_ANALYSES + 1);
+    v.drain(..excess);
+}
+
+fn no_survivor(cx: &mut Ctx) {
+    let variants = selection_variants(cx);
+    let ranking = rank(cx.spec.candidate_list(), baseline_config(cx), &variants);
+    let why: Vec<String> = variants
+        .iter()
+        .map(|v| {
+            let checks = v
+                .eliminated
+                .as_ref()
+                .map_or(String::new(), |e| e.checks.join(", "));
+            format!("{} ({checks})", v.summary)
+        })
+        .collect();
+    selection(cx).ranking = ranking;
+    let msg = format!(
+        "No candidate passed: every one was eliminated against the fresh baseline ({}); \
+         restoring the baseline.",
+        why.join("; ")
+    );
+    roll_back(cx, DecisionReason::NoCandidatePassed, msg);
+}
+
+fn selection_variants(cx: &Ctx) -> Vec<SelectionVariant> {
+    cx.status
+        .selection
+        .as_ref()
+        .map(|s| s.variants.clone())
+        .unwrap_or_default()
+}
+
+fn baseline_config<'c>(cx: &'c Ctx) -> Option<&'c crate::api::RenderedServer> {
+    cx.obs
+        .target
+        .as_ref()
+        .and_then(|t| t.baseline.as_ref())
+        .or(cx.status.baseline.as_ref().map(|b| &b.config))
+}
+
+/// The choice: rank, pick, explain, remove every candidate variant (the winner walks the
+/// stages as `<target>-candidate`, from a target that kept all its pods), enter stage 1.
+fn decide(cx: &mut Ctx, t: &Timing) {
+    let sel = cx.spec.selection_or_default();
+    let tolerance = parse_percent(
+        "spec.selection.tolerance",
+        sel.tolerance.as_deref().unwrap_or(DEFAULT_TOLERANCE),
+    )
+    .unwrap_or(0.05);
+    let alpha = cx
+        .spec
+        .analysis
+        .statistical
+        .as_ref()
+        .map_or(DEFAULT_ALPHA, |s| s.alpha);
+    let variants = selection_variants(cx);
+    let ranking = rank(cx.spec.candidate_list(), baseline_config(cx), &variants);
+    let samples = |i: i32| {
+        variants
+            .iter()
+            .find(|v| v.index == i)
+            .map_or(&[][..], |v| v.objective_samples.as_slice())
+    };
+    let Some(choice) = choose(&ranking, tolerance, alpha, samples) else {
+        selection(cx).ranking = ranking;
+        let msg = "No candidate passed: the survivors were never measured (no analysis with \
+                   enough requests and the objective); restoring the baseline."
+            .to_string();
+        return roll_back(cx, DecisionReason::NoCandidatePassed, msg);
+    };
+    let mut msg = explain(&ranking, &choice, sel.objective.minimize, tolerance, alpha);
+    let st = selection(cx);
+    if st.low_signal_analyses > 0 {
+        msg.push_str(&format!(
+            " {} of {} analyses were low signal (every variant below {:.0}% of its capacity): \
+             latency and queue time could not tell the configs apart there.",
+            st.low_signal_analyses,
+            st.low_signal_analyses + st.signal_analyses,
+            LOW_SIGNAL_UTILIZATION * 100.0
+        ));
+    }
+    st.ranking = ranking;
+    st.winner = Some(choice.winner);
+    st.message = Some(msg.clone());
+    cx.event(EventType::Normal, CANDIDATE_CHOSEN, msg);
+    if let Some(obs) = cx.obs.selection.as_ref() {
+        for (i, v) in obs.candidates.iter().enumerate() {
+            if v.deployment.is_some() {
+                cx.actions
+                    .push(Action::Selection(SelectionAction::RemoveVariant {
+                        index: i,
+                    }));
+            }
+        }
+    }
+    cx.status.phase = Phase::Progressing;
+    cx.update_variants();
+    cx.enter_stage(0);
+    progress::run(cx, t);
+}
+
+/// After the choice (or a rollback) candidate variants still seen are removed, every step
+/// until they are gone; the shell's `RemoveCandidate` removes the fresh baseline with the
+/// candidate.
+pub(super) fn remove_leftovers(cx: &mut Ctx) {
+    if cx.status.phase == Phase::Selecting {
+        return;
+    }
+    let Some(obs) = cx.obs.selection.as_ref() else {
+        return;
+    };
+    let asked = |cx: &Ctx, i: usize| {
+        cx.actions
+            .contains(&Action::Selection(SelectionAction::RemoveVariant {
+                index: i,
+            }))
+    };
+    for (i, v) in obs.candidates.iter().enumerate() {
+        if v.deployment.is_some() && !asked(cx, i) {
+            cx.actions
+                .push(Action::Selection(SelectionAction::RemoveVariant {
+                    index: i,
+                }));
+        }
+    }
+}

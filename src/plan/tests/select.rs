@@ -1,0 +1,476 @@
+//! The selection machine (docs/selection.md): elimination, the choice by objective, ties, no
+//! survivor, restart-resume in `Selecting`, and capacity never below the baseline's.
+
+use super::*;
+use crate::api::reason::DecisionReason;
+use crate::api::{Phase, VariantCapacity};
+use crate::plan::ranking::{choose, cost, explain, rank, Margin};
+
+/// Three candidates, 10 % each, a 20m selection; failureLimit 1 (two failures eliminate).
+fn selection_spec(extra: &str) -> ConcurrencyExperimentSpec {
+    let mut spec = spec_with(&format!(
+        "selection: {{weight: 10, duration: 20m{extra}}}\n\
+         candidates: [{{server: puma, workers: 1, threads: 1}}, {{server: puma, workers: 2, threads: 4}}, \
+         {{server: puma, workers: 2, threads: 3}}]\n"
+    ));
+    spec.candidate = None;
+    spec
+}
+
+const MIB: f64 = 1024.0 * 1024.0;
+
+/// A `Run` plus the selection's variants: Deployments that obey the selection actions.
+struct Sel {
+    run: Run,
+    variants: Vec<Option<DeploymentState>>,
+    fresh: Option<DeploymentState>,
+    /// gatewayAPI route weights per candidate and for the fresh baseline.
+    weights: Vec<i32>,
+    fresh_weight: i32,
+    original: i32,
+}
+
+impl Sel {
+    fn new(spec: ConcurrencyExperimentSpec, replicas: i32) -> Self {
+        let n = spec.candidate_list().len();
+        Sel {
+            run: Run::new(spec, replicas),
+            variants: vec![None; n],
+            fresh: None,
+            weights: vec![0; n],
+            fresh_weight: 0,
+            original: replicas,
+        }
+    }
+
+    fn observe(&self, analysis: Option<SelectionAnalysis>) -> SelectionObservations {
+        let ready = |d: &Option<DeploymentState>| d.as_ref().map_or(0, |d| d.ready_replicas);
+        let target = self
+            .run
+            .world
+            .target
+            .as_ref()
+            .map_or(0, |t| t.deployment.ready_replicas);
+        let total = target + ready(&self.fresh) + self.variants.iter().map(ready).sum::<i32>();
+        let share = |d: &Option<DeploymentState>, w: i32| match self.run.spec.traffic.router {
+            Router::Replicas => crate::traffic::percent(ready(d), total),
+            Router::GatewayApi => w,
+        };
+        let obs = |d: &Option<DeploymentState>, w: i32| VariantObservation {
+            deployment: d.clone(),
+            runs_spec_config: d.is_some(),
+            share: share(d, w),
+        };
+        SelectionObservations {
+            candidates: (0..self.variants.len())
+                .map(|i| obs(&self.variants[i], self.weights[i]))
+                .collect(),
+            fresh_baseline: obs(&self.fresh, self.fresh_weight),
+            analysis,
+        }
+    }
+
+    /// One reconcile; `verdicts` and `memory` per candidate make the interval's analysis.
+    fn tick(&mut self, analysis: Option<SelectionAnalysis>) -> Step {
+        let sel = self.observe(analysis);
+        let step = self
+            .run
+            .tick_with(None, |o| o.selection = Some(sel.clone()))
+            .clone();
+        for a in &step.actions {
+            let Action::Selection(a) = a else { continue };
+            let ready = |n: i32| DeploymentState {
+                replicas: n,
+                ready_replicas: n,
+                rolled_out: true,
+            };
+            match a {
+                SelectionAction::EnsureVariant { index, replicas } => {
+                    self.variants[*index] = Some(ready(*replicas))
+                }
+                SelectionAction::EnsureFreshBaseline { replicas } => {
+                    self.fresh = Some(ready(*replicas))
+                }
+                SelectionAction::SetWeights {
+                    candidates,
+                    fresh_baseline,
+                } => {
+                    self.weights = vec![0; self.variants.len()];
+                    for (i, w) in candidates {
+                        self.weights[*i] = *w;
+                    }
+                    self.fresh_weight = *fresh_baseline;
+                }
+                SelectionAction::RemoveVariant { index } => {
+                    assert_eq!(
+                        self.weights[*index], 0,
+                        "pods removed under live route weight"
+                    );
+                    self.variants[*index] = None
+                }
+            }
+        }
+        // Capacity never below the baseline's: the target keeps every pod while variants
+        // come and go.
+        let t = &self.run.world.target.as_ref().unwrap().deployment;
+        if self.run.status.phase == crate::api::Phase::Selecting {
+            assert!(
+                t.replicas >= self.original && t.ready_replicas >= self.original,
+                "{t:?}"
+            );
+        }
+        let c = self
+            .run
+            .world
+            .candidate
+            .as_ref()
+            .map_or(0, |c| c.ready_replicas);
+        assert!(t.ready_replicas + c >= self.original, "{t:?}");
+        step
+    }
+
+    /// An interval `secs` later with these verdicts and memory per candidate (MiB).
+    fn interval(&mut self, secs: i64, per: &[(Verdict, f64)]) -> Step {
+        self.run.now += secs;
+        let at = at(self.run.now);
+        let candidates = per
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| self.variants[*i].is_some())
+            .map(|(i, (v, mem))| CandidateAnalysis {
+                index: i,
+                outcome: AnalysisOutcome {
+                    record: record(*v, self.run.now, 0, 10),
+                    recommendation: None,
+                    no_data: false,
+                },
+                objective: Some(mem * MIB),
+            })
+            .collect();
+        self.tick(Some(SelectionAnalysis {
+            at,
+            fresh_baseline_objective: Some(200.0 * MIB),
+            candidates,
+        }))
+    }
+
+    fn selection(&self) -> &crate::api::SelectionStatus {
+        self.run.status.selection.as_ref().unwrap()
+    }
+}
+
+fn reasons(step: &Step) -> Vec<String> {
+    events(&step.actions)
+}
+
+#[test]
+fn a_failing_candidate_is_eliminated_alone_and_the_objective_picks_among_the_rest() {
+    let mut s = Sel::new(selection_spec(""), 6);
+    let first = s.tick(None);
+    assert_eq!(s.run.status.phase, Phase::Selecting);
+    assert_eq!(reasons(&first), ["SelectionStarted"]);
+    // 3 candidates + the fresh baseline on a 6-pod target: one pod each, 10 % each.
+    s.tick(None);
+    assert!(s
+        .variants
+        .iter()
+        .chain([&s.fresh])
+        .all(|v| v.as_ref().unwrap().replicas == 1));
+    let obs = s.observe(None);
+    assert!(obs.candidates.iter().all(|v| v.share == 10), "{obs:?}");
+    // Puma 1×1 fails queue time twice (failureLimit 1): eliminated, the others go on.
+    let per = [
+        (Verdict::Fail, 150.0),
+        (Verdict::Pass, 190.0),
+        (Verdict::Pass, 180.0),
+    ];
+    s.interval(60, &per);
+    assert!(s.selection().variants[0].eliminated.is_none());
+    let out = s.interval(60, &per);
+    assert_eq!(reasons(&out), [CANDIDATE_ELIMINATED]);
+    let gone = s.selection().variants[0].eliminated.clone().unwrap();
+    assert_eq!(gone.checks, ["latency"]);
+    assert!(
+        gone.message.contains("puma 1×1") && gone.message.contains("0.62"),
+        "{}",
+        gone.message
+    );
+    assert!(out
+        .actions
+        .contains(&Action::Selection(SelectionAction::RemoveVariant {
+            index: 0
+        })));
+    assert!(s.variants[0].is_none());
+    assert_eq!(s.run.status.phase, Phase::Selecting);
+    // Until the duration is over, analyses go on; then memory picks 2×3 (180 MiB) over 2×4.
+    for _ in 0..18 {
+        s.interval(60, &per);
+    }
+    assert_eq!(s.run.status.phase, Phase::Progressing);
+    let sel = s.selection();
+    assert_eq!(sel.winner, Some(2));
+    let ranks: Vec<_> = sel
+        .ranking
+        .iter()
+        .map(|r| (r.summary.as_str(), r.verdict))
+        .collect();
+    assert_eq!(
+        ranks,
+        [
+            ("puma 2×3", Verdict::Pass),
+            ("puma 2×4", Verdict::Pass),
+            ("puma 1×1", Verdict::Fail)
+        ]
+    );
+    let msg = sel.message.clone().unwrap();
+    assert!(
+        msg.starts_with(
+            "Chose puma 2×3 (memory 180 MiB) over the runner-up puma 2×4 (190 MiB): 5.6% lower"
+        ),
+        "{msg}"
+    );
+    // The winner walks the stages as the single candidate; the variants are gone.
+    assert_eq!(s.run.status.candidate.as_ref().unwrap().summary, "puma 2×3");
+    assert_eq!(s.run.status.stage.as_deref(), Some("1/3"));
+    assert!(s.run.events().contains(&CANDIDATE_CHOSEN.to_string()));
+    assert!(s.variants.iter().all(Option::is_none));
+    assert_eq!(
+        s.run.count(|a| matches!(a, Action::EnsureCandidate { .. })),
+        1
+    );
+}
+
+#[test]
+fn equal_objectives_go_to_fewer_workers_times_threads() {
+    let mut s = Sel::new(selection_spec(""), 6);
+    s.tick(None);
+    s.tick(None);
+    let per = [
+        (Verdict::Pass, 185.0),
+        (Verdict::Pass, 185.0),
+        (Verdict::Pass, 185.0),
+    ];
+    for _ in 0..21 {
+        s.interval(60, &per);
+    }
+    let sel = s.selection();
+    // 1×1 (cost 1) is cheapest of the three at the same memory.
+    assert_eq!(sel.winner, Some(0), "{:?}", sel.message);
+    assert!(sel.message.as_ref().unwrap().contains("not significant"));
+}
+
+#[test]
+fn a_difference_within_the_tolerance_goes_to_the_cheaper_config() {
+    let mut s = Sel::new(selection_spec(", tolerance: '10%'"), 6);
+    s.tick(None);
+    s.tick(None);
+    // 2×4 is 3 % lighter than 2×3: within 10 %, so 2×3 (6 threads against 8) wins.
+    let per = [
+        (Verdict::Fail, 150.0),
+        (Verdict::Pass, 180.0),
+        (Verdict::Pass, 185.5),
+    ];
+    for _ in 0..21 {
+        s.interval(60, &per);
+    }
+    let sel = s.selection();
+    assert_eq!(sel.winner, Some(2));
+    let msg = sel.message.as_ref().unwrap();
+    assert!(
+        msg.contains("Chose puma 2×3") && msg.contains("runner-up puma 2×4"),
+        "{msg}"
+    );
+    assert!(msg.contains("not significant (tolerance 10.0%"), "{msg}");
+}
+
+#[test]
+fn no_survivor_rolls_back_with_no_candidate_passed() {
+    let mut s = Sel::new(selection_spec(""), 6);
+    s.tick(None);
+    s.tick(None);
+    let per = [(Verdict::Fail, 150.0); 3];
+    s.interval(60, &per);
+    let out = s.interval(60, &per);
+    assert_eq!(s.run.status.phase, Phase::RolledBack);
+    let d = s.run.status.decision.clone().unwrap();
+    assert_eq!(d.reason, DecisionReason::NoCandidatePassed.as_str());
+    assert!(d.message.contains("puma 1×1 (latency)"), "{}", d.message);
+    assert!(reasons(&out).contains(&"NoCandidatePassed".to_string()));
+    assert_eq!(
+        reasons(&out)
+            .iter()
+            .filter(|r| *r == CANDIDATE_ELIMINATED)
+            .count(),
+        3
+    );
+}
+
+#[test]
+fn a_restarted_operator_resumes_the_selection_from_status_alone() {
+    let per = [
+        (Verdict::Fail, 150.0),
+        (Verdict::Pass, 190.0),
+        (Verdict::Pass, 180.0),
+    ];
+    let mut s = Sel::new(selection_spec(""), 6);
+    s.tick(None);
+    s.tick(None);
+    for _ in 0..5 {
+        s.interval(60, &per);
+    }
+    // What the API server stored is all a new process has (every tick also replays).
+    let stored = serde_json::to_string(&s.run.status).unwrap();
+    s.run.status = serde_json::from_str(&stored).unwrap();
+    let before = s.run.log.len();
+    let again = s.tick(None);
+    assert!(reasons(&again).is_empty(), "{:?}", again.actions);
+    assert_eq!(s.selection().variants[0].failed_analyses, 2);
+    assert_eq!(s.selection().variants[1].objective_samples.len(), 5);
+    // An analysis already recorded, seen again after the restart, counts nothing.
+    s.run.now -= 60;
+    let replayed = s.interval(60, &per);
+    assert!(reasons(&replayed).is_empty());
+    assert_eq!(s.selection().variants[1].objective_samples.len(), 5);
+    assert!(s.run.log[before..]
+        .iter()
+        .all(|a| !matches!(a, Action::Event { .. })));
+    for _ in 0..16 {
+        s.interval(60, &per);
+    }
+    assert_eq!(s.selection().winner, Some(2));
+}
+
+#[test]
+fn low_signal_is_counted_and_require_signal_holds_the_choice() {
+    let mut s = Sel::new(selection_spec(", requireSignal: true"), 6);
+    s.run.measurement = None;
+    s.tick(None);
+    s.tick(None);
+    let quiet = VariantCapacity {
+        headroom: Some(0.9),
+        ..Default::default()
+    };
+    for _ in 0..21 {
+        s.run.now += 60;
+        let candidates = (0..3)
+            .map(|i| {
+                let mut record = record(Verdict::Pass, s.run.now, 0, 10);
+                record.capacity = Some(crate::api::CapacityMeasurement {
+                    baseline: Some(quiet.clone()),
+                    candidate: Some(quiet.clone()),
+                    total_rate: Some(30.0),
+                });
+                CandidateAnalysis {
+                    index: i,
+                    outcome: AnalysisOutcome {
+                        record,
+                        recommendation: None,
+                        no_data: false,
+                    },
+                    objective: Some((180.0 + i as f64) * MIB),
+                }
+            })
+            .collect();
+        let at = at(s.run.now);
+        s.tick(Some(SelectionAnalysis {
+            at,
+            fresh_baseline_objective: Some(200.0 * MIB),
+            candidates,
+        }));
+    }
+    assert_eq!(s.run.status.phase, Phase::Selecting);
+    assert_eq!(s.selection().low_signal_analyses, 21);
+    assert!(s
+        .run
+        .status
+        .message
+        .as_ref()
+        .unwrap()
+        .contains("low signal"));
+    assert_eq!(s.selection().variants[0].headroom, Some(0.9));
+}
+
+#[test]
+fn the_gateway_router_moves_an_eliminated_candidates_weight_before_its_pods() {
+    let mut spec = selection_spec("");
+    spec.traffic = serde_yaml::from_str("{router: gatewayAPI, httpRoute: storefront}").unwrap();
+    let mut s = Sel::new(spec, 2);
+    s.tick(None);
+    s.tick(None);
+    assert_eq!((s.weights.clone(), s.fresh_weight), (vec![10, 10, 10], 10));
+    let per = [
+        (Verdict::Fail, 150.0),
+        (Verdict::Pass, 190.0),
+        (Verdict::Pass, 180.0),
+    ];
+    s.interval(60, &per);
+    let out = s.interval(60, &per);
+    // Weights first (the Sel driver refuses to remove pods under a live weight)…
+    assert!(out
+        .actions
+        .iter()
+        .any(|a| matches!(a, Action::Selection(SelectionAction::SetWeights { .. }))));
+    assert!(s.variants[0].is_some());
+    assert_eq!(s.weights[0], 0);
+    // …then the pods.
+    let next = s.tick(None);
+    assert!(next
+        .actions
+        .contains(&Action::Selection(SelectionAction::RemoveVariant {
+            index: 0
+        })));
+}
+
+#[test]
+fn too_few_replicas_for_one_pod_per_variant_is_invalid() {
+    let mut s = Sel::new(selection_spec(""), 1);
+    s.tick(None);
+    assert_eq!(s.run.status.phase, Phase::Invalid);
+    let msg = s.run.status.message.clone().unwrap();
+    assert!(msg.contains("at least 2 replicas"), "{msg}");
+}
+
+#[test]
+fn the_ranking_explains_itself_from_plain_data() {
+    let spec = selection_spec("");
+    let v = |i: i32, samples: &[f64]| crate::api::SelectionVariant {
+        index: i,
+        objective_samples: samples.to_vec(),
+        ..Default::default()
+    };
+    let variants = [
+        v(0, &[]),
+        v(1, &[0.100, 0.104, 0.098, 0.101]),
+        v(2, &[0.080, 0.082, 0.079, 0.081]),
+    ];
+    let ranking = rank(spec.candidate_list(), None, &variants);
+    assert_eq!(ranking[2].verdict, Verdict::Inconclusive);
+    assert_eq!(
+        ranking.iter().map(|r| r.cost).collect::<Vec<_>>(),
+        [Some(6), Some(8), Some(1)]
+    );
+    let samples = |i: i32| variants[i as usize].objective_samples.as_slice();
+    let choice = choose(&ranking, 0.05, 0.05, samples).unwrap();
+    assert_eq!((choice.winner, choice.runner_up), (2, Some(1)));
+    assert!(matches!(choice.margin, Margin::Significant { p_value: Some(p), .. } if p < 0.05));
+    let msg = explain(
+        &ranking,
+        &choice,
+        crate::api::ObjectiveMetric::Latency,
+        0.05,
+        0.05,
+    );
+    assert!(
+        msg.starts_with(
+            "Chose puma 2×3 (latency 80.5 ms) over the runner-up puma 2×4 (100.8 ms): 25.2% lower"
+        ),
+        "{msg}"
+    );
+    assert!(msg.contains("Mann-Whitney p = "), "{msg}");
+    let falcon = RenderedServer {
+        server: ServerKind::Falcon,
+        workers: Some(2),
+        ..Default::default()
+    };
+    assert_eq!(cost(&falcon), Some(2));
+}
