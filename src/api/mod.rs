@@ -8,6 +8,7 @@ mod selection;
 mod server_config;
 mod status;
 mod traffic;
+mod verdict;
 
 pub use analysis_spec::*;
 pub use experiment::*;
@@ -16,6 +17,7 @@ pub use selection::*;
 pub use server_config::*;
 pub use status::*;
 pub use traffic::*;
+pub use verdict::*;
 
 pub mod reason;
 

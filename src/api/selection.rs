@@ -9,7 +9,7 @@ use serde::{Deserialize, Serialize};
 
 use super::quantity::{DURATION_PATTERN, PERCENT_PATTERN};
 use super::server_config::RenderedServer;
-use super::status::{CheckResult, Verdict};
+use super::verdict::{CheckResult, Verdict};
 
 /// Most candidates one selection runs: with the fresh baseline that is six variants, each on
 /// at least one pod.

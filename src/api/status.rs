@@ -8,6 +8,7 @@ use serde::{Deserialize, Serialize};
 
 use super::selection::SelectionStatus;
 use super::server_config::RenderedServer;
+use super::verdict::{CheckResult, Verdict};
 
 #[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, JsonSchema, Default)]
 pub enum Phase {
@@ -40,23 +41,6 @@ impl Phase {
             Phase::RollingBack => "RollingBack",
             Phase::RolledBack => "RolledBack",
             Phase::Invalid => "Invalid",
-        }
-    }
-}
-
-#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, JsonSchema)]
-pub enum Verdict {
-    Pass,
-    Fail,
-    Inconclusive,
-}
-
-impl Verdict {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Verdict::Pass => "Pass",
-            Verdict::Fail => "Fail",
-            Verdict::Inconclusive => "Inconclusive",
         }
     }
 }
@@ -327,23 +311,6 @@ pub struct CapacityGate {
     /// A person approved this step despite the gate (approve annotation on the hold).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub approved: bool,
-}
-
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct CheckResult {
-    pub name: String,
-    /// The candidate's query as sent to Prometheus.
-    pub query: String,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub baseline: Option<f64>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub candidate: Option<f64>,
-    /// The limits as written, e.g. `max 500ms, maxIncrease 10%`.
-    pub limit: String,
-    pub verdict: Verdict,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub reason: Option<String>,
 }
 
 #[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, JsonSchema)]
