@@ -174,6 +174,11 @@ impl<'a> Ctx<'a> {
             .unwrap_or_else(|| spec.single_candidate())
     }
 
+    /// `status.selection`, made empty if missing.
+    pub fn selection(&mut self) -> &mut crate::api::SelectionStatus {
+        self.status.selection.get_or_insert_with(Default::default)
+    }
+
     /// Starts stage `index`: its clock starts once the split is in force.
     pub fn enter_stage(&mut self, index: usize) {
         self.set_stage(index);

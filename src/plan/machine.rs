@@ -4,7 +4,7 @@
 use super::ctx::Ctx;
 use super::observations::{EventType, Observations, Step};
 use super::validate::{validate, Timing};
-use super::{approval, capacity, finish, progress, retry, select, split, timing};
+use super::{approval, finish, progress, retry, select, timing};
 use crate::api::reason::DecisionReason;
 use crate::api::{
     ConcurrencyExperimentSpec, ConcurrencyExperimentStatus, OriginalState, Phase, TargetScale,
@@ -263,18 +263,5 @@ fn pending(cx: &mut Ctx, t: &Timing) {
         }
         return select::run(cx, t);
     }
-    cx.enter_stage(0);
-    // Told once, at the start: what the router can really give, and a gate that is off.
-    if let Some(msg) = split::coarse_split(cx.spec, cx.original(), cx.sizing()) {
-        cx.event(EventType::Normal, "CoarseSplit", msg);
-    }
-    if let Some(why) = capacity::off_reason(cx.candidate(), t).filter(|_| cx.spec.stages.len() > 1)
-    {
-        let msg = format!(
-            "The capacity gate is off ({why}): each step is taken on the checks alone, without \
-             predicting whether the candidate can carry it."
-        );
-        cx.event(EventType::Normal, capacity::CAPACITY_GATE_OFF, msg);
-    }
-    progress::run(cx, t);
+    progress::start(cx, t);
 }

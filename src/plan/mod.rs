@@ -72,6 +72,7 @@ mod approval;
 mod capacity;
 pub mod conditions;
 mod ctx;
+mod elimination;
 mod finish;
 mod machine;
 mod observations;
@@ -86,11 +87,12 @@ mod validate;
 
 pub use analysis::{failing_checks, INCONCLUSIVE_LIMIT, KEPT_ANALYSES, NO_DATA_LIMIT};
 pub use capacity::{CAPACITY_GATE_OFF, CAPACITY_UNKNOWN, INSUFFICIENT_CAPACITY};
+pub use elimination::{CANDIDATE_ELIMINATED, LOW_SIGNAL_UTILIZATION};
 pub use machine::step;
 pub use observations::*;
 pub use pause::PAUSED_BY_USER;
 pub use progress::{AWAITING_APPROVAL, PROGRESS_DEADLINE_EXCEEDED};
-pub use select::{CANDIDATE_CHOSEN, CANDIDATE_ELIMINATED, LOW_SIGNAL_UTILIZATION};
+pub use select::CANDIDATE_CHOSEN;
 pub use timing::{analysis_due, deadline_passed, next_analysis_at, AFTER_WRITE, POLL, TARGET_POLL};
 pub use validate::{validate, Timing};
 

@@ -128,6 +128,8 @@ pub enum SelectionAction {
     },
     /// Delete candidate `index`'s Deployment and Service (eliminated, or the choice is made).
     RemoveVariant { index: usize },
+    /// Delete the fresh baseline's Deployment and Service (the experiment is finishing).
+    RemoveFreshBaseline,
 }
 
 /// The target Deployment; present whenever it exists, even with a template the experiment can

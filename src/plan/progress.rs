@@ -19,6 +19,24 @@ pub const AWAITING_APPROVAL: &str = HoldReason::AwaitingApproval.as_str();
 /// Decision reason when a stage's split was not in force within `spec.progressDeadline`.
 pub const PROGRESS_DEADLINE_EXCEEDED: &str = DecisionReason::ProgressDeadlineExceeded.as_str();
 
+/// Enters stage 1 — from Pending, or with a selection's winner — and says once what the
+/// router can really give and whether the capacity gate is off.
+pub fn start(cx: &mut Ctx, t: &Timing) {
+    cx.enter_stage(0);
+    if let Some(msg) = split::coarse_split(cx.spec, cx.original(), cx.sizing()) {
+        cx.event(EventType::Normal, "CoarseSplit", msg);
+    }
+    let off = capacity::off_reason(cx.candidate(), t).filter(|_| cx.spec.stages.len() > 1);
+    if let Some(why) = off {
+        let msg = format!(
+            "The capacity gate is off ({why}): each step is taken on the checks alone, without \
+             predicting whether the candidate can carry it."
+        );
+        cx.event(EventType::Normal, capacity::CAPACITY_GATE_OFF, msg);
+    }
+    run(cx, t);
+}
+
 pub fn run(cx: &mut Ctx, t: &Timing) {
     let old_pause = pause::stored(&cx.status);
     restart_if_candidate_changed(cx);

@@ -13,22 +13,16 @@ use std::time::Duration;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
 use super::ctx::Ctx;
-use super::observations::{Action, EventType, SelectionAction, SelectionAnalysis};
+use super::elimination::{record, LOW_SIGNAL_UTILIZATION};
+use super::observations::{Action, EventType, SelectionAction};
 use super::ranking::{choose, explain, rank};
 use super::validate::Timing;
-use super::{analysis, finish, progress, timing};
+use super::{finish, progress, timing};
 use crate::api::reason::DecisionReason;
-use crate::api::{
-    parse_percent, Elimination, Phase, SelectionStatus, SelectionVariant, Verdict,
-    DEFAULT_TOLERANCE, KEPT_ANALYSES,
-};
+use crate::api::{parse_percent, Phase, SelectionStatus, SelectionVariant, DEFAULT_TOLERANCE};
 
-/// Below this utilization (busiest pod's rate / estimated capacity) on every variant an
-/// analysis is low signal: latency and queue time cannot tell configs apart there.
-pub const LOW_SIGNAL_UTILIZATION: f64 = 0.3;
 /// Significance level of the choice when `analysis.statistical` does not set one.
 pub const DEFAULT_ALPHA: f64 = 0.05;
-pub const CANDIDATE_ELIMINATED: &str = "CandidateEliminated";
 pub const CANDIDATE_CHOSEN: &str = "CandidateChosen";
 
 /// Enters `Selecting` from Pending: one entry per candidate, nothing measured yet.
@@ -70,10 +64,6 @@ fn roll_back(cx: &mut Ctx, reason: DecisionReason, msg: String) {
     finish::roll_back(cx);
 }
 
-fn selection<'c>(cx: &'c mut Ctx) -> &'c mut SelectionStatus {
-    cx.status.selection.get_or_insert_with(Default::default)
-}
-
 fn alive(st: &SelectionStatus) -> Vec<usize> {
     st.variants
         .iter()
@@ -89,7 +79,7 @@ pub(super) fn run(cx: &mut Ctx, t: &Timing) {
     if let Some(a) = cx.obs.selection.as_ref().and_then(|s| s.analysis.as_ref()) {
         record(cx, a);
     }
-    let survivors = alive(selection(cx));
+    let survivors = alive(cx.selection());
     if survivors.is_empty() {
         return no_survivor(cx);
     }
@@ -117,7 +107,7 @@ pub(super) fn run(cx: &mut Ctx, t: &Timing) {
         return cx.wait(timing::POLL);
     }
     let now = cx.now();
-    let started = selection(cx).started_at.get_or_insert(Time(now)).0;
+    let started = cx.selection().started_at.get_or_insert(Time(now)).0;
     let duration = t.selection.unwrap_or(t.interval);
     let ends = started + duration;
     if now < ends {
@@ -129,7 +119,7 @@ pub(super) fn run(cx: &mut Ctx, t: &Timing) {
         let left = Duration::try_from(ends.duration_since(now)).unwrap_or_default();
         return cx.wait(left.min(t.interval));
     }
-    let signal = selection(cx).signal_analyses;
+    let signal = cx.selection().signal_analyses;
     if sel.require_signal && signal == 0 {
         cx.status.message = Some(format!(
             "Holding the choice: every variant ran below {:.0}% of its estimated capacity in \
@@ -206,102 +196,6 @@ fn apply(cx: &mut Ctx, survivors: &[usize], pods: i32, share: i32) -> bool {
     in_force
 }
 
-/// Folds one interval into the variants (once: an analysis not newer than
-/// `last_analysis_at` is a replay). Eliminates candidates past `failureLimit`.
-fn record(cx: &mut Ctx, a: &SelectionAnalysis) {
-    if cx
-        .status
-        .last_analysis_at
-        .as_ref()
-        .is_some_and(|l| a.at <= l.0)
-    {
-        return;
-    }
-    cx.status.last_analysis_at = Some(Time(a.at));
-    let limit = cx.spec.analysis.failure_limit;
-    let mut utilizations = Vec::new();
-    let mut eliminated = Vec::new();
-    let st = selection(cx);
-    for ca in &a.candidates {
-        let Some(v) = st
-            .variants
-            .get_mut(ca.index)
-            .filter(|v| v.eliminated.is_none())
-        else {
-            continue;
-        };
-        let rec = &ca.outcome.record;
-        v.checks = rec.checks.clone();
-        let cap = rec.capacity.as_ref();
-        let headroom = cap
-            .and_then(|c| c.candidate.as_ref())
-            .and_then(|c| c.headroom);
-        if let Some(h) = headroom {
-            v.headroom = Some(v.headroom.map_or(h, |old: f64| old.min(h)));
-        }
-        utilizations.push(headroom.map(|h| 1.0 - h));
-        if ca.outcome.record.verdict == Verdict::Inconclusive {
-            continue;
-        }
-        if let (Some(o), Some(b)) = (ca.objective, a.fresh_baseline_objective) {
-            push_capped(&mut v.objective_samples, o);
-            push_capped(&mut v.baseline_samples, b);
-        }
-        if rec.verdict == Verdict::Pass {
-            v.passed_analyses += 1;
-            continue;
-        }
-        v.failed_analyses += 1;
-        if v.failed_analyses > limit {
-            let message = format!(
-                "Candidate {} eliminated after {} failed analyses against the fresh baseline \
-                 ({}); its traffic returns to the baseline and its pods are removed.",
-                v.summary,
-                v.failed_analyses,
-                analysis::failing_checks(rec)
-            );
-            let checks = rec
-                .checks
-                .iter()
-                .filter(|c| c.verdict == Verdict::Fail)
-                .map(|c| c.name.clone())
-                .collect();
-            v.eliminated = Some(Elimination {
-                at: Time(a.at),
-                checks,
-                message: message.clone(),
-            });
-            eliminated.push(message);
-        }
-    }
-    // The fresh baseline's own utilization comes with every candidate's record.
-    let base = a
-        .candidates
-        .first()
-        .and_then(|c| c.outcome.record.capacity.as_ref())
-        .and_then(|c| c.baseline.as_ref())
-        .and_then(|b| b.headroom);
-    utilizations.push(base.map(|h| 1.0 - h));
-    let low = !utilizations.is_empty()
-        && utilizations
-            .iter()
-            .all(|u| u.is_some_and(|u| u < LOW_SIGNAL_UTILIZATION));
-    if low {
-        st.low_signal_analyses += 1;
-    } else {
-        st.signal_analyses += 1;
-    }
-    for msg in eliminated {
-        cx.event(EventType::Warning, CANDIDATE_ELIMINATED, msg);
-    }
-}
-
-fn push_capped(v: &mut Vec<f64>, x: f64) {
-    v.push(x);
-    let excess = v.len().saturating_sub(KEPT_ANALYSES + 1);
-    v.drain(..excess);
-}
-
 fn no_survivor(cx: &mut Ctx) {
     let variants = selection_variants(cx);
     let ranking = rank(cx.spec.candidate_list(), baseline_config(cx), &variants);
@@ -315,7 +209,7 @@ fn no_survivor(cx: &mut Ctx) {
             format!("{} ({checks})", v.summary)
         })
         .collect();
-    selection(cx).ranking = ranking;
+    cx.selection().ranking = ranking;
     let msg = format!(
         "No candidate passed: every one was eliminated against the fresh baseline ({}); \
          restoring the baseline.",
@@ -364,14 +258,14 @@ fn decide(cx: &mut Ctx, t: &Timing) {
             .map_or(&[][..], |v| v.objective_samples.as_slice())
     };
     let Some(choice) = choose(&ranking, tolerance, alpha, samples) else {
-        selection(cx).ranking = ranking;
+        cx.selection().ranking = ranking;
         let msg = "No candidate passed: the survivors were never measured (no analysis with \
                    enough requests and the objective); restoring the baseline."
             .to_string();
         return roll_back(cx, DecisionReason::NoCandidatePassed, msg);
     };
     let mut msg = explain(&ranking, &choice, sel.objective.minimize, tolerance, alpha);
-    let st = selection(cx);
+    let st = cx.selection();
     if st.low_signal_analyses > 0 {
         msg.push_str(&format!(
             " {} of {} analyses were low signal (every variant below {:.0}% of its capacity): \
@@ -397,20 +291,25 @@ fn decide(cx: &mut Ctx, t: &Timing) {
     }
     cx.status.phase = Phase::Progressing;
     cx.update_variants();
-    cx.enter_stage(0);
-    progress::run(cx, t);
+    progress::start(cx, t);
 }
 
 /// After the choice (or a rollback) candidate variants still seen are removed, every step
-/// until they are gone; the shell's `RemoveCandidate` removes the fresh baseline with the
-/// candidate.
+/// until they are gone. The fresh baseline stays through the stages as their reference
+/// (docs/selection.md) and goes once the experiment promotes, rolls back or is deleted.
 pub(super) fn remove_leftovers(cx: &mut Ctx) {
-    if cx.status.phase == Phase::Selecting {
+    let phase = cx.status.phase;
+    if phase == Phase::Selecting {
         return;
     }
     let Some(obs) = cx.obs.selection.as_ref() else {
         return;
     };
+    let finishing = cx.obs.deleting || !matches!(phase, Phase::Progressing | Phase::Paused);
+    if finishing && obs.fresh_baseline.deployment.is_some() {
+        cx.actions
+            .push(Action::Selection(SelectionAction::RemoveFreshBaseline));
+    }
     let asked = |cx: &Ctx, i: usize| {
         cx.actions
             .contains(&Action::Selection(SelectionAction::RemoveVariant {

@@ -10,10 +10,12 @@ mod finish;
 mod fixtures;
 mod owner;
 mod progress;
+mod ranking;
 mod reason;
 mod retry;
 mod rollback;
 mod select;
+mod selection_world;
 mod target;
 mod walk;
 

@@ -1,167 +1,10 @@
 //! The selection machine (docs/selection.md): elimination, the choice by objective, ties, no
 //! survivor, restart-resume in `Selecting`, and capacity never below the baseline's.
 
+use super::selection_world::*;
 use super::*;
 use crate::api::reason::DecisionReason;
 use crate::api::{Phase, VariantCapacity};
-use crate::plan::ranking::{choose, cost, explain, rank, Margin};
-
-/// Three candidates, 10 % each, a 20m selection; failureLimit 1 (two failures eliminate).
-fn selection_spec(extra: &str) -> ConcurrencyExperimentSpec {
-    let mut spec = spec_with(&format!(
-        "selection: {{weight: 10, duration: 20m{extra}}}\n\
-         candidates: [{{server: puma, workers: 1, threads: 1}}, {{server: puma, workers: 2, threads: 4}}, \
-         {{server: puma, workers: 2, threads: 3}}]\n"
-    ));
-    spec.candidate = None;
-    spec
-}
-
-const MIB: f64 = 1024.0 * 1024.0;
-
-/// A `Run` plus the selection's variants: Deployments that obey the selection actions.
-struct Sel {
-    run: Run,
-    variants: Vec<Option<DeploymentState>>,
-    fresh: Option<DeploymentState>,
-    /// gatewayAPI route weights per candidate and for the fresh baseline.
-    weights: Vec<i32>,
-    fresh_weight: i32,
-    original: i32,
-}
-
-impl Sel {
-    fn new(spec: ConcurrencyExperimentSpec, replicas: i32) -> Self {
-        let n = spec.candidate_list().len();
-        Sel {
-            run: Run::new(spec, replicas),
-            variants: vec![None; n],
-            fresh: None,
-            weights: vec![0; n],
-            fresh_weight: 0,
-            original: replicas,
-        }
-    }
-
-    fn observe(&self, analysis: Option<SelectionAnalysis>) -> SelectionObservations {
-        let ready = |d: &Option<DeploymentState>| d.as_ref().map_or(0, |d| d.ready_replicas);
-        let target = self
-            .run
-            .world
-            .target
-            .as_ref()
-            .map_or(0, |t| t.deployment.ready_replicas);
-        let total = target + ready(&self.fresh) + self.variants.iter().map(ready).sum::<i32>();
-        let share = |d: &Option<DeploymentState>, w: i32| match self.run.spec.traffic.router {
-            Router::Replicas => crate::traffic::percent(ready(d), total),
-            Router::GatewayApi => w,
-        };
-        let obs = |d: &Option<DeploymentState>, w: i32| VariantObservation {
-            deployment: d.clone(),
-            runs_spec_config: d.is_some(),
-            share: share(d, w),
-        };
-        SelectionObservations {
-            candidates: (0..self.variants.len())
-                .map(|i| obs(&self.variants[i], self.weights[i]))
-                .collect(),
-            fresh_baseline: obs(&self.fresh, self.fresh_weight),
-            analysis,
-        }
-    }
-
-    /// One reconcile; `verdicts` and `memory` per candidate make the interval's analysis.
-    fn tick(&mut self, analysis: Option<SelectionAnalysis>) -> Step {
-        let sel = self.observe(analysis);
-        let step = self
-            .run
-            .tick_with(None, |o| o.selection = Some(sel.clone()))
-            .clone();
-        for a in &step.actions {
-            let Action::Selection(a) = a else { continue };
-            let ready = |n: i32| DeploymentState {
-                replicas: n,
-                ready_replicas: n,
-                rolled_out: true,
-            };
-            match a {
-                SelectionAction::EnsureVariant { index, replicas } => {
-                    self.variants[*index] = Some(ready(*replicas))
-                }
-                SelectionAction::EnsureFreshBaseline { replicas } => {
-                    self.fresh = Some(ready(*replicas))
-                }
-                SelectionAction::SetWeights {
-                    candidates,
-                    fresh_baseline,
-                } => {
-                    self.weights = vec![0; self.variants.len()];
-                    for (i, w) in candidates {
-                        self.weights[*i] = *w;
-                    }
-                    self.fresh_weight = *fresh_baseline;
-                }
-                SelectionAction::RemoveVariant { index } => {
-                    assert_eq!(
-                        self.weights[*index], 0,
-                        "pods removed under live route weight"
-                    );
-                    self.variants[*index] = None
-                }
-            }
-        }
-        // Capacity never below the baseline's: the target keeps every pod while variants
-        // come and go.
-        let t = &self.run.world.target.as_ref().unwrap().deployment;
-        if self.run.status.phase == crate::api::Phase::Selecting {
-            assert!(
-                t.replicas >= self.original && t.ready_replicas >= self.original,
-                "{t:?}"
-            );
-        }
-        let c = self
-            .run
-            .world
-            .candidate
-            .as_ref()
-            .map_or(0, |c| c.ready_replicas);
-        assert!(t.ready_replicas + c >= self.original, "{t:?}");
-        step
-    }
-
-    /// An interval `secs` later with these verdicts and memory per candidate (MiB).
-    fn interval(&mut self, secs: i64, per: &[(Verdict, f64)]) -> Step {
-        self.run.now += secs;
-        let at = at(self.run.now);
-        let candidates = per
-            .iter()
-            .enumerate()
-            .filter(|(i, _)| self.variants[*i].is_some())
-            .map(|(i, (v, mem))| CandidateAnalysis {
-                index: i,
-                outcome: AnalysisOutcome {
-                    record: record(*v, self.run.now, 0, 10),
-                    recommendation: None,
-                    no_data: false,
-                },
-                objective: Some(mem * MIB),
-            })
-            .collect();
-        self.tick(Some(SelectionAnalysis {
-            at,
-            fresh_baseline_objective: Some(200.0 * MIB),
-            candidates,
-        }))
-    }
-
-    fn selection(&self) -> &crate::api::SelectionStatus {
-        self.run.status.selection.as_ref().unwrap()
-    }
-}
-
-fn reasons(step: &Step) -> Vec<String> {
-    events(&step.actions)
-}
 
 #[test]
 fn a_failing_candidate_is_eliminated_alone_and_the_objective_picks_among_the_rest() {
@@ -431,46 +274,54 @@ fn too_few_replicas_for_one_pod_per_variant_is_invalid() {
 }
 
 #[test]
-fn the_ranking_explains_itself_from_plain_data() {
-    let spec = selection_spec("");
-    let v = |i: i32, samples: &[f64]| crate::api::SelectionVariant {
-        index: i,
-        objective_samples: samples.to_vec(),
-        ..Default::default()
-    };
-    let variants = [
-        v(0, &[]),
-        v(1, &[0.100, 0.104, 0.098, 0.101]),
-        v(2, &[0.080, 0.082, 0.079, 0.081]),
+fn abort_and_a_changed_target_roll_a_selection_back_and_remove_every_variant() {
+    for change_target in [false, true] {
+        let mut s = Sel::new(selection_spec(""), 6);
+        s.tick(None);
+        s.tick(None);
+        let per = [(Verdict::Pass, 185.0); 3];
+        s.interval(60, &per);
+        if change_target {
+            s.run.world.target.as_mut().unwrap().template_hash = TEMPLATE_PROMOTED.into();
+        } else {
+            s.abort = true;
+        }
+        let out = s.tick(None);
+        let reason = s.run.status.decision.clone().unwrap().reason;
+        let want = if change_target {
+            "TargetChanged"
+        } else {
+            "Aborted"
+        };
+        assert_eq!(reason, want);
+        assert_eq!(s.run.status.phase, Phase::RolledBack);
+        let fresh_removed = Action::Selection(SelectionAction::RemoveFreshBaseline);
+        assert!(out.actions.contains(&fresh_removed), "{:?}", out.actions);
+        assert!(s.variants.iter().all(Option::is_none) && s.fresh.is_none());
+    }
+}
+
+#[test]
+fn a_custom_winner_is_told_to_have_no_capacity_gate() {
+    let mut spec = selection_spec("");
+    spec.candidates.as_mut().unwrap()[1] =
+        serde_yaml::from_str("{server: custom, args: [serve]}").unwrap();
+    let mut s = Sel::new(spec, 6);
+    s.tick(None);
+    s.tick(None);
+    let per = [
+        (Verdict::Fail, 150.0),
+        (Verdict::Pass, 170.0),
+        (Verdict::Pass, 180.0),
     ];
-    let ranking = rank(spec.candidate_list(), None, &variants);
-    assert_eq!(ranking[2].verdict, Verdict::Inconclusive);
+    for _ in 0..22 {
+        s.interval(60, &per);
+    }
+    assert_eq!(s.selection().winner, Some(1));
+    let events = s.run.events();
+    let chosen = events.iter().position(|e| e == CANDIDATE_CHOSEN).unwrap();
     assert_eq!(
-        ranking.iter().map(|r| r.cost).collect::<Vec<_>>(),
-        [Some(6), Some(8), Some(1)]
+        events[chosen + 1..chosen + 3],
+        ["Started", CAPACITY_GATE_OFF]
     );
-    let samples = |i: i32| variants[i as usize].objective_samples.as_slice();
-    let choice = choose(&ranking, 0.05, 0.05, samples).unwrap();
-    assert_eq!((choice.winner, choice.runner_up), (2, Some(1)));
-    assert!(matches!(choice.margin, Margin::Significant { p_value: Some(p), .. } if p < 0.05));
-    let msg = explain(
-        &ranking,
-        &choice,
-        crate::api::ObjectiveMetric::Latency,
-        0.05,
-        0.05,
-    );
-    assert!(
-        msg.starts_with(
-            "Chose puma 2×3 (latency 80.5 ms) over the runner-up puma 2×4 (100.8 ms): 25.2% lower"
-        ),
-        "{msg}"
-    );
-    assert!(msg.contains("Mann-Whitney p = "), "{msg}");
-    let falcon = RenderedServer {
-        server: ServerKind::Falcon,
-        workers: Some(2),
-        ..Default::default()
-    };
-    assert_eq!(cost(&falcon), Some(2));
 }
