@@ -66,6 +66,13 @@
 //! target: it becomes `original.replicas` (Event `TargetScaled`). An object by the names the
 //! experiment writes that it did not create (`Observations::not_ours`) makes a Pending
 //! experiment `Invalid` and rolls a running one back (`NotOwned`), never touching it.
+//!
+//! Selection (`select`, `elimination`, `ranking`; docs/selection.md): with `spec.candidates`
+//! Pending goes to `Selecting`, where every candidate and a fresh baseline run on equal shares
+//! on top of the untouched target (`traffic::Router::selection_split`), each interval's
+//! `Observations::selection` analyses eliminate failing candidates one by one, and after
+//! `selection.duration` the ranking picks the winner, which enters stage 1 as the candidate
+//! (`Ctx::candidate`). The shell does not run selections yet (it reports them as a spec error).
 
 mod analysis;
 mod approval;

@@ -21,6 +21,9 @@ fn a_failing_candidate_is_eliminated_alone_and_the_objective_picks_among_the_res
         .all(|v| v.as_ref().unwrap().replicas == 1));
     let obs = s.observe(None);
     assert!(obs.candidates.iter().all(|v| v.share == 10), "{obs:?}");
+    // The shell's clock for the selection's analyses runs from the shares in force.
+    let minute = std::time::Duration::from_secs(60);
+    assert_eq!(next_analysis_at(&s.run.status, minute), Some(at(60)));
     // Puma 1×1 fails queue time twice (failureLimit 1): eliminated, the others go on.
     let per = [
         (Verdict::Fail, 150.0),
