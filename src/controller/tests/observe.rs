@@ -250,6 +250,19 @@ fn spec_errors_name_the_field() {
 }
 
 #[test]
+fn a_selection_or_a_fresh_baseline_is_refused_until_the_shell_runs_them() {
+    let mut exp = experiment();
+    exp.spec.baseline = Some(crate::api::BaselineSpec { fresh: true });
+    let err = spec_error(&exp, &fetched(Some(target(6, 6))));
+    assert_eq!(err.as_deref(), Some(SELECTION_NOT_RUN));
+    let mut exp = experiment();
+    let one = exp.spec.candidate.take().unwrap();
+    exp.spec.candidates = Some(vec![one.clone(), one]);
+    let err = spec_error(&exp, &fetched(Some(target(6, 6)))).unwrap();
+    assert!(err.starts_with("spec.candidates: "), "{err}");
+}
+
+#[test]
 fn only_an_older_live_experiment_on_the_same_target_is_a_rival() {
     let first = experiment();
     let mut later = experiment();
