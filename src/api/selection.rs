@@ -163,6 +163,10 @@ pub struct SelectionVariant {
     pub index: i32,
     /// `puma 2×4`.
     pub summary: String,
+    /// The config as given in `spec.candidates` when the selection started: an edit of the
+    /// list restarts the selection.
+    #[serde(default)]
+    pub config: RenderedServer,
     /// Per-interval objective values, newest last (at most `KEPT_ANALYSES` + 1): the samples
     /// of the significance test.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]

@@ -19,7 +19,9 @@ use super::ranking::{choose, explain, rank};
 use super::validate::Timing;
 use super::{finish, progress, timing};
 use crate::api::reason::DecisionReason;
-use crate::api::{parse_percent, Phase, SelectionStatus, SelectionVariant, DEFAULT_TOLERANCE};
+use crate::api::{
+    parse_percent, Phase, RenderedServer, SelectionStatus, SelectionVariant, DEFAULT_TOLERANCE,
+};
 
 /// Significance level of the choice when `analysis.statistical` does not set one.
 pub const DEFAULT_ALPHA: f64 = 0.05;
@@ -35,6 +37,7 @@ pub(super) fn enter(cx: &mut Ctx) {
         .map(|(i, c)| SelectionVariant {
             index: i as i32,
             summary: c.summary(),
+            config: RenderedServer::from(c),
             ..Default::default()
         })
         .collect();
@@ -73,6 +76,7 @@ fn alive(st: &SelectionStatus) -> Vec<usize> {
 }
 
 pub(super) fn run(cx: &mut Ctx, t: &Timing) {
+    restart_if_candidates_changed(cx);
     if cx.status.selection.is_none() {
         enter(cx);
     }
@@ -130,6 +134,39 @@ pub(super) fn run(cx: &mut Ctx, t: &Timing) {
         return cx.wait(t.interval);
     }
     decide(cx, t);
+}
+
+/// `spec.candidates` was edited mid-selection: what was measured belongs to the old list, so
+/// the selection starts again with a fresh history (the shell re-renders changed variants;
+/// `apply` removes those no longer listed).
+fn restart_if_candidates_changed(cx: &mut Ctx) {
+    let Some(old) = cx.status.selection.as_ref() else {
+        return;
+    };
+    let was: Vec<&RenderedServer> = old.variants.iter().map(|v| &v.config).collect();
+    let now: Vec<RenderedServer> = cx
+        .spec
+        .candidate_list()
+        .iter()
+        .map(RenderedServer::from)
+        .collect();
+    if was.len() == now.len() && was.iter().zip(&now).all(|(a, b)| *a == b) {
+        return;
+    }
+    // An analysis run for this reconcile measured the old list: seen, never counted.
+    if let Some(a) = cx.obs.selection.as_ref().and_then(|s| s.analysis.as_ref()) {
+        cx.status.last_analysis_at = Some(Time(a.at));
+    }
+    let list = |v: &mut dyn Iterator<Item = String>| v.collect::<Vec<_>>().join(", ");
+    let msg = format!(
+        "spec.candidates changed from [{}] to [{}]: restarting the selection with a fresh \
+         history.",
+        list(&mut was.iter().map(|c| c.summary())),
+        list(&mut now.iter().map(|c| c.summary()))
+    );
+    cx.forget_measurements();
+    cx.status.selection = None;
+    cx.event(EventType::Normal, "SpecChanged", msg);
 }
 
 /// Ensures every survivor and the fresh baseline at `pods` each, the route weights, and the

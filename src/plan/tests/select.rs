@@ -328,3 +328,35 @@ fn a_custom_winner_is_told_to_have_no_capacity_gate() {
         ["Started", CAPACITY_GATE_OFF]
     );
 }
+
+#[test]
+fn editing_the_candidates_mid_selection_restarts_it_with_a_fresh_history() {
+    let mut s = Sel::new(selection_spec(""), 6);
+    s.tick(None);
+    s.tick(None);
+    let per = [
+        (Verdict::Fail, 150.0),
+        (Verdict::Pass, 190.0),
+        (Verdict::Pass, 180.0),
+    ];
+    s.interval(60, &per);
+    s.interval(60, &per);
+    assert!(s.selection().variants[0].eliminated.is_some());
+    // The person drops puma 1×1 and tries falcon instead.
+    s.run.spec.candidates.as_mut().unwrap()[0] =
+        serde_yaml::from_str("{server: falcon, workers: 2}").unwrap();
+    s.run.world.generation += 1;
+    let out = s.tick(None);
+    assert_eq!(reasons(&out), ["SpecChanged", "SelectionStarted"]);
+    let sel = s.selection();
+    assert!(sel
+        .variants
+        .iter()
+        .all(|v| v.eliminated.is_none() && v.objective_samples.is_empty()));
+    assert_eq!(sel.variants[0].summary, "falcon 2 workers");
+    assert_eq!(s.run.status.phase, Phase::Selecting);
+    assert!(
+        s.variants[0].is_some(),
+        "falcon is started in the eliminated one's place"
+    );
+}
