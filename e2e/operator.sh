@@ -33,20 +33,3 @@ uninstall_operator() {
   [[ -z $left ]] || { fail "helm uninstall left in $E2E_OP_NS: $left"; return 1; }
   log "helm uninstall: no operator objects left (the CRD stays, as Helm does with crds/)"
 }
-operator_pods() { kubectl -n "$E2E_OP_NS" get pods -l app.kubernetes.io/name=concurrency-operator -o name; }
-operator_logs() { kubectl -n "$E2E_OP_NS" logs -l app.kubernetes.io/name=concurrency-operator --tail=-1 --prefix; }
-
-# no_rbac_denials: the operator's logs never show a 403 from the apiserver (other than the one
-# for writing into a namespace being deleted, which is not a permission).
-no_rbac_denials() {
-  if operator_logs | grep -Ei 'forbidden|403' | grep -v NamespaceTerminating >&2; then fail "the operator was denied API access (above)"; fi
-}
-
-# kill_operator WHEN: force-deletes the (single) operator pod.
-kill_operator() {
-  local pod
-  pod=$(operator_pods | head -1)
-  [[ -n $pod ]] || fail "no operator pod to kill"
-  log "  killing $pod $1"
-  kubectl -n "$E2E_OP_NS" delete "$pod" --grace-period=0 --force >/dev/null 2>&1
-}

@@ -1,18 +1,20 @@
 //! concurrency-operator: canaries concurrency configurations of Ruby web servers.
 //!
 //! The pure core has no I/O: `api` (CRD types, quantities), `workload` (rendering),
-//! `traffic` (splits and route objects), `plan` (the stage machine) and `analysis` (queries,
-//! judgement, statistics, recommendation, capacity) — `analysis` reads its numbers through the
+//! `traffic` (splits and route objects), `plan` (the stage machine), `notify` (which decisions
+//! are told, and their payloads) and `analysis` (queries, judgement, statistics,
+//! recommendation, capacity) — `analysis` reads its numbers through the
 //! `analysis::MetricSource` trait and never opens a connection itself; `cli` only parses the
 //! command line. The thin shell does the I/O: `prometheus` (the Prometheus client, the
-//! `MetricSource` in use), `controller` (the Kubernetes API), `telemetry` (logs, the HTTP
-//! endpoint, signals), `leader` (the Lease), `drain` (deleting experiments before an
-//! uninstall) and `kubectl` (the plugin's API and Prometheus calls).
+//! `MetricSource` in use), `controller` (the Kubernetes API), `webhook` (delivering
+//! notifications), `telemetry` (logs, the HTTP endpoint, signals), `leader` (the Lease),
+//! `drain` (deleting experiments before an uninstall) and `kubectl` (the plugin's API and
+//! Prometheus calls).
 //!
 //! Modules form layers, each using only those below it (`scripts/import-graph` fails on a
-//! cycle). From the bottom: `api`, `analysis`, `workload`, `traffic`, `plan`, `controller`;
-//! `prometheus` sits on `analysis`, `telemetry` on `api`; `cli`, `drain`, `leader` and
-//! `kubectl` are at the top.
+//! cycle). From the bottom: `api`, `analysis`, `workload`, `traffic`, `plan`, `notify`,
+//! `controller`; `prometheus` sits on `analysis`, `telemetry` on `api`, `webhook` on `notify`
+//! and `telemetry`; `cli`, `drain`, `leader` and `kubectl` are at the top.
 
 pub mod analysis;
 pub mod api;
@@ -21,8 +23,10 @@ pub mod controller;
 pub mod drain;
 pub mod kubectl;
 pub mod leader;
+pub mod notify;
 pub mod plan;
 pub mod prometheus;
 pub mod telemetry;
 pub mod traffic;
+pub mod webhook;
 pub mod workload;

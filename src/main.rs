@@ -10,7 +10,14 @@ use concurrency_operator::telemetry::{
     cancel_on_signal, init_logging, install_crypto_provider, CancellationToken, Metrics, Readiness,
     TelemetryServer,
 };
-use concurrency_operator::{analysis, api, drain};
+use concurrency_operator::webhook::{
+    Notifier, NotifierConfig, RetryPolicy, SlackSink, WebhookSink,
+};
+use concurrency_operator::{analysis, api, drain, notify};
+
+/// How long a stopping operator waits for queued notifications (the controllers get 10 s, the
+/// pod 30 s in all).
+const NOTIFY_FLUSH: std::time::Duration = std::time::Duration::from_secs(10);
 
 #[tokio::main]
 async fn main() -> ExitCode {
@@ -18,7 +25,7 @@ async fn main() -> ExitCode {
     let result = match cli.command {
         Command::Crd => crd(),
         Command::Recommend(args) => recommend(&args),
-        Command::Run(args) => run(args).await,
+        Command::Run(args) => run(*args).await,
         Command::Drain(args) => drain(args).await,
     };
     match result {
@@ -95,6 +102,7 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
         None
     };
 
+    let notifier = Notifier::start(notifier_config(&args.notify)?, metrics.clone());
     let namespaces = cli::namespaces(&args.namespaces);
     let config = RunConfig {
         namespaces: namespaces.clone(),
@@ -106,18 +114,59 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
         readiness,
         leader: election.as_ref().map(LeaderElection::subscribe),
         shutdown: shutdown.clone(),
+        notifier,
     };
     tracing::info!(
         ?namespaces,
         leader_election = args.leader_election,
         "starting"
     );
+    tracing::info!(enabled = config.notifier.is_enabled(), "notifications");
+    let notifier = config.notifier.clone();
     let result = controller::run(client, config).await;
     // Whatever ended the controllers, stop the rest and release the lease.
     shutdown.cancel();
+    // Decisions made just before the shutdown are still told (within the pod's grace period).
+    if !notifier.flush(NOTIFY_FLUSH).await {
+        tracing::warn!(timeout = ?NOTIFY_FLUSH, "notifications still queued at shutdown are not sent");
+    }
     if let Some(election) = election {
         election.stopped().await;
     }
     server.wait().await;
     result.context("controller")
+}
+
+/// The notifier's sinks from the command line. Only the names in `--notify-events` are checked
+/// here: the files are read at each delivery (a Secret not mounted yet is a failed delivery,
+/// counted and logged, never a crash loop of the operator).
+fn notifier_config(args: &cli::NotifyArgs) -> anyhow::Result<NotifierConfig> {
+    let filter = notify::Filter::parse(&args.notify_events).context("--notify-events")?;
+    Ok(NotifierConfig {
+        webhook: args
+            .notify_webhook_url_file
+            .clone()
+            .map(|url_file| WebhookSink {
+                url_file,
+                signing_key_file: args.notify_webhook_signing_key_file.clone(),
+            }),
+        slack: args
+            .notify_slack_url_file
+            .clone()
+            .map(|url_file| SlackSink {
+                url_file,
+                options: notify::SlackOptions {
+                    username: args.notify_slack_username.clone().filter(|s| !s.is_empty()),
+                    channel: args.notify_slack_channel.clone().filter(|s| !s.is_empty()),
+                },
+            }),
+        filter,
+        cluster: args.notify_cluster.clone().filter(|s| !s.is_empty()),
+        retry: RetryPolicy {
+            attempts: args.notify_attempts,
+            timeout: args.notify_timeout,
+            ..RetryPolicy::default()
+        },
+        queue: 256,
+    })
 }

@@ -30,6 +30,7 @@ fn exported() -> BTreeSet<String> {
     m.record_reconcile_error("Kube");
     m.observe_prometheus_query(Duration::from_millis(5));
     m.set_leader(true);
+    m.record_notification("webhook", "sent");
     let status: ConcurrencyExperimentStatus = serde_json::from_value(serde_json::json!({
         "phase": "Progressing", "stageIndex": 0, "plannedWeight": 30, "effectiveWeight": 33,
         "analyses": [{"at": "2026-11-30T01:00:00Z", "stageIndex": 0, "weight": 33,

@@ -98,7 +98,10 @@ pub struct ConcurrencyExperimentSpec {
     #[schemars(length(min = 1, max = 20))]
     pub stages: Vec<Stage>,
     pub analysis: Analysis,
-    /// `auto` promotes after the last stage; `manual` holds there until approved.
+    /// `auto` promotes after the last stage; `manual` holds there until approved; `external`
+    /// (GitOps) holds there with the change to commit in `status.promotionPatch`, and
+    /// completes once the target's template carries the candidate config — never written by
+    /// the operator.
     #[serde(default)]
     pub promotion: Promotion,
     /// Approves a `manual` promotion, declaratively (GitOps); it never lifts an inconclusive
@@ -149,6 +152,8 @@ pub enum Promotion {
     #[default]
     Auto,
     Manual,
+    /// The target belongs to a GitOps tool (Argo CD, Flux): the promotion is a commit.
+    External,
 }
 
 /// Annotations a person can set with `kubectl annotate`.

@@ -3,6 +3,7 @@
 
 mod analysis_spec;
 mod experiment;
+mod promotion;
 mod quantity;
 mod selection;
 mod server_config;
@@ -12,6 +13,7 @@ mod verdict;
 
 pub use analysis_spec::*;
 pub use experiment::*;
+pub use promotion::*;
 pub use quantity::*;
 pub use selection::*;
 pub use server_config::*;

@@ -18,13 +18,17 @@ pub enum HoldReason {
     InsufficientCapacity,
     /// All stages passed; a `manual` promotion waits for approval.
     AwaitingApproval,
+    /// All stages passed; an `external` promotion waits for the target's template to carry
+    /// the candidate config (`status.promotionPatch`, committed to Git).
+    AwaitingExternalPromotion,
 }
 
 impl HoldReason {
-    pub const ALL: [HoldReason; 3] = [
+    pub const ALL: [HoldReason; 4] = [
         HoldReason::InconclusiveLimit,
         HoldReason::InsufficientCapacity,
         HoldReason::AwaitingApproval,
+        HoldReason::AwaitingExternalPromotion,
     ];
 
     pub const fn as_str(self) -> &'static str {
@@ -32,6 +36,7 @@ impl HoldReason {
             HoldReason::InconclusiveLimit => "InconclusiveLimit",
             HoldReason::InsufficientCapacity => "InsufficientCapacity",
             HoldReason::AwaitingApproval => "AwaitingApproval",
+            HoldReason::AwaitingExternalPromotion => "AwaitingExternalPromotion",
         }
     }
 
@@ -48,6 +53,9 @@ pub enum DecisionReason {
     StagesPassed,
     /// Promote: a manual promotion was approved.
     Approved,
+    /// Promote: with `promotion: external`, the target's template was changed (by Git) to
+    /// carry the candidate config while held for it.
+    PromotedExternally,
     /// Roll back: more failed analyses than `failureLimit`.
     CheckFailed,
     /// Roll back: more inconclusive analyses than `inconclusiveLimit`.
@@ -73,9 +81,10 @@ pub enum DecisionReason {
 }
 
 impl DecisionReason {
-    pub const ALL: [DecisionReason; 13] = [
+    pub const ALL: [DecisionReason; 14] = [
         DecisionReason::StagesPassed,
         DecisionReason::Approved,
+        DecisionReason::PromotedExternally,
         DecisionReason::CheckFailed,
         DecisionReason::InconclusiveLimit,
         DecisionReason::InsufficientCapacity,
@@ -93,6 +102,7 @@ impl DecisionReason {
         match self {
             DecisionReason::StagesPassed => "StagesPassed",
             DecisionReason::Approved => "Approved",
+            DecisionReason::PromotedExternally => "PromotedExternally",
             DecisionReason::CheckFailed => "CheckFailed",
             DecisionReason::InconclusiveLimit => "InconclusiveLimit",
             DecisionReason::InsufficientCapacity => "InsufficientCapacity",

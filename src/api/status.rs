@@ -118,7 +118,8 @@ pub struct ConcurrencyExperimentStatus {
     #[serde(default)]
     pub stage_passed_analyses: i32,
     /// Why the experiment holds by itself until approved (`InconclusiveLimit`,
-    /// `AwaitingApproval`); `spec.paused` is read from the spec, not stored here.
+    /// `AwaitingApproval`) or until Git changes the target (`AwaitingExternalPromotion`);
+    /// `spec.paused` is read from the spec, not stored here.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub hold_reason: Option<String>,
     /// The `concurrency.dev/approve` annotation was acted on and is being removed; until it is
@@ -139,6 +140,9 @@ pub struct ConcurrencyExperimentStatus {
     pub message: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub recommendation: Option<Recommendation>,
+    /// `promotion: external`: the change to commit, from the hold at the last stage on.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub promotion_patch: Option<super::PromotionPatch>,
     /// What the target looked like before the experiment, so it can be restored exactly.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub original: Option<OriginalState>,
@@ -356,4 +360,9 @@ pub struct OriginalState {
     /// A different template mid-flight rolls back with reason `TargetChanged`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub template_hash: Option<String>,
+    /// Fingerprint of that template with the candidate config rendered in, env order aside
+    /// (`promotion: external`): the target matches it once Git carries the candidate config
+    /// and nothing else changed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub promoted_template_hash: Option<String>,
 }

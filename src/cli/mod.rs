@@ -2,6 +2,7 @@
 //! Helm chart configures the operator with env alone.
 
 use std::net::SocketAddr;
+use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand};
@@ -19,7 +20,7 @@ pub struct Cli {
 #[derive(Subcommand, Debug)]
 pub enum Command {
     /// Run the operator.
-    Run(RunArgs),
+    Run(Box<RunArgs>),
     /// Print the ConcurrencyExperiment CRD as YAML.
     Crd,
     /// Print the Amdahl thread-count table for a measured I/O share.
@@ -75,6 +76,58 @@ pub struct RunArgs {
         value_parser = duration
     )]
     pub prometheus_timeout: Duration,
+    #[command(flatten)]
+    pub notify: NotifyArgs,
+}
+
+/// Notifications (docs/notifications.md). URLs and the signing key are files — the chart mounts
+/// them from a Secret — read again for every delivery, so a rotated Secret needs no restart.
+#[derive(Args, Debug, Clone, Default)]
+pub struct NotifyArgs {
+    /// File holding the generic webhook's URL; unset: no generic webhook.
+    #[arg(long, env = "CONCURRENCY_OPERATOR_NOTIFY_WEBHOOK_URL_FILE")]
+    pub notify_webhook_url_file: Option<PathBuf>,
+    /// File holding the HMAC-SHA256 key the webhook body is signed with
+    /// (`X-Concurrency-Signature: sha256=…`); unset: unsigned.
+    #[arg(long, env = "CONCURRENCY_OPERATOR_NOTIFY_WEBHOOK_SIGNING_KEY_FILE")]
+    pub notify_webhook_signing_key_file: Option<PathBuf>,
+    /// File holding a Slack-compatible incoming-webhook URL; unset: no Slack message.
+    #[arg(long, env = "CONCURRENCY_OPERATOR_NOTIFY_SLACK_URL_FILE")]
+    pub notify_slack_url_file: Option<PathBuf>,
+    /// Slack `username` override (Mattermost and legacy Slack webhooks honour it).
+    #[arg(long, env = "CONCURRENCY_OPERATOR_NOTIFY_SLACK_USERNAME")]
+    pub notify_slack_username: Option<String>,
+    /// Slack `channel` override (Mattermost and legacy Slack webhooks honour it).
+    #[arg(long, env = "CONCURRENCY_OPERATOR_NOTIFY_SLACK_CHANNEL")]
+    pub notify_slack_channel: Option<String>,
+    /// What to tell, comma separated: Started, StageAdvanced, AwaitingApproval, Paused,
+    /// RolledBack, Promoted, Invalid. Empty: all of them.
+    #[arg(
+        long,
+        env = "CONCURRENCY_OPERATOR_NOTIFY_EVENTS",
+        value_delimiter = ',',
+        num_args = 0..
+    )]
+    pub notify_events: Vec<String>,
+    /// Cluster name put in every notification.
+    #[arg(long, env = "CONCURRENCY_OPERATOR_NOTIFY_CLUSTER")]
+    pub notify_cluster: Option<String>,
+    /// Attempts per notification and sink, the first included (backoff 1 s, doubling).
+    #[arg(
+        long,
+        env = "CONCURRENCY_OPERATOR_NOTIFY_ATTEMPTS",
+        default_value_t = 5,
+        value_parser = clap::value_parser!(u32).range(1..=20)
+    )]
+    pub notify_attempts: u32,
+    /// Timeout of one delivery attempt.
+    #[arg(
+        long,
+        env = "CONCURRENCY_OPERATOR_NOTIFY_TIMEOUT",
+        default_value = "5s",
+        value_parser = duration
+    )]
+    pub notify_timeout: Duration,
 }
 
 #[derive(Args, Debug, Clone)]

@@ -12,7 +12,6 @@
 //!   fields when released.
 
 use k8s_openapi::api::apps::v1::Deployment;
-use k8s_openapi::api::autoscaling::v2::HorizontalPodAutoscaler;
 use k8s_openapi::api::core::v1::Service;
 use kube::api::{DeleteParams, DynamicObject, Patch, PatchParams, Preconditions};
 use kube::runtime::events::{Event, EventType as KubeEventType};
@@ -62,7 +61,6 @@ impl<'a> Actor<'a> {
             match action {
                 Action::EnsureCandidate { replicas } => self.ensure_candidate(*replicas).await?,
                 Action::ScaleTarget { replicas } => self.scale_target(*replicas).await?,
-                Action::EnsureCandidateAutoscaler => self.ensure_candidate_autoscaler().await?,
                 Action::SetRouteWeights { candidate_weight } => {
                     self.set_route_weights(*candidate_weight).await?
                 }
@@ -148,15 +146,6 @@ impl<'a> Actor<'a> {
             self.apply_service(self.candidate_service()?).await?;
         }
         Ok(())
-    }
-
-    async fn ensure_candidate_autoscaler(&self) -> Result<()> {
-        let Some(user) = self.fetched.autoscaler.as_ref() else {
-            return Ok(());
-        };
-        let copy = workload::candidate_autoscaler(user, self.exp)?;
-        self.apply(copy, self.fetched.candidate_autoscaler.as_ref())
-            .await
     }
 
     async fn apply_service(&self, service: Service) -> Result<()> {
@@ -291,15 +280,6 @@ impl<'a> Actor<'a> {
     /// so an object replaced meanwhile is never deleted (the API server answers 409). Background
     /// propagation returns at once; a 404 means it is already gone.
     async fn remove_candidate(&self) -> Result<()> {
-        // The copy first, so it never scales a Deployment on its way out.
-        if let Some(hpa) = self.fetched.candidate_autoscaler.as_ref() {
-            if owned_by(hpa, self.exp) {
-                let hpas: Api<HorizontalPodAutoscaler> =
-                    Api::namespaced(self.ctx.client.clone(), &self.ns);
-                let dp = delete_params(hpa);
-                ignore_not_found(hpas.delete(&hpa.name_any(), &dp).await)?;
-            }
-        }
         if let Some(candidate) = self.fetched.candidate.as_ref() {
             if owned_by(candidate, self.exp) {
                 let deployments: Api<Deployment> =

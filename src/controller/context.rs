@@ -14,6 +14,7 @@ use super::prometheus::PrometheusClients;
 use crate::api::ConcurrencyExperiment;
 
 use crate::telemetry::Metrics;
+use crate::webhook::Notifier;
 
 /// The one field manager for everything the operator applies or patches, so ownership in
 /// `managedFields` is always attributable and never split between names.
@@ -66,15 +67,6 @@ impl Caches {
     }
 
     /// The experiments in `namespace` whose target is `deployment` (from the index).
-    /// The HPA named `name`, if cached.
-    pub fn autoscaler(&self, namespace: &str, name: &str) -> Option<HorizontalPodAutoscaler> {
-        let key = ObjectRef::new(name).within(namespace);
-        self.autoscalers
-            .iter()
-            .find_map(|s| s.get(&key))
-            .map(|h| h.as_ref().clone())
-    }
-
     /// The HPA that scales Deployment `deployment`. A scan of the scope's HPAs — a few per
     /// namespace at most, and no API call — rather than another index to keep.
     pub fn autoscaler_of(
@@ -113,6 +105,8 @@ pub struct Context {
     pub failures: std::sync::Mutex<std::collections::HashMap<String, u32>>,
     /// Prometheus clients reused across analyses.
     pub prometheus: PrometheusClients,
+    /// Where stored transitions are told (sends nothing unless configured).
+    pub notifier: Notifier,
 }
 
 impl Context {
@@ -129,7 +123,13 @@ impl Context {
             caches,
             failures: Default::default(),
             prometheus: Default::default(),
+            notifier: Notifier::default(),
         }
+    }
+
+    pub fn with_notifier(mut self, notifier: Notifier) -> Self {
+        self.notifier = notifier;
+        self
     }
 
     /// Records one more failure for `key` and returns the delay before the next attempt.

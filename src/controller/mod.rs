@@ -5,8 +5,7 @@
 //! `concurrencyexperiments/status` patch; `deployments` get/list/watch/create/patch/delete
 //! (a server-side apply that creates is also authorized as `create`); `pods` list (only a
 //! not-ready candidate's, to explain it); `replicasets` list,
-//! `horizontalpodautoscalers` get/list/watch/create/patch/delete (the target's is only read;
-//! the candidate's copy is made at 100 %);
+//! `horizontalpodautoscalers` get/list/watch (the target's, only read);
 //! `services` list/create/patch/delete and `gateway.networking.k8s.io` `httproutes`
 //! get/patch (gatewayAPI router only); `events.k8s.io` `events` create/patch; `coordination.k8s.io` `leases`
 //! (leader election, see `crate::leader`).
@@ -42,6 +41,7 @@ pub use reconcile::{error_policy, reconcile};
 
 use crate::api::ConcurrencyExperiment;
 use crate::telemetry::{CancellationToken, Metrics, Readiness};
+use crate::webhook::Notifier;
 
 /// How `run` is set up; built from the command line in `main`.
 pub struct RunConfig {
@@ -53,6 +53,8 @@ pub struct RunConfig {
     /// `Some` when leader election is on: reconcile only while this says `true`.
     pub leader: Option<watch::Receiver<bool>>,
     pub shutdown: CancellationToken,
+    /// Where decisions are told (`Notifier::default()` sends nothing).
+    pub notifier: Notifier,
 }
 
 /// Runs the controllers until `shutdown` is cancelled. With leader election, waits for the
@@ -125,12 +127,15 @@ async fn run_controllers(client: &Client, config: &RunConfig, lost: impl Future<
         autoscalers: autoscalers.clone(),
         indexes: indexes.to_vec(),
     };
-    let ctx = Arc::new(Context::new(
-        client.clone(),
-        config.metrics.clone(),
-        config.settings.clone(),
-        caches,
-    ));
+    let ctx = Arc::new(
+        Context::new(
+            client.clone(),
+            config.metrics.clone(),
+            config.settings.clone(),
+            caches,
+        )
+        .with_notifier(config.notifier.clone()),
+    );
 
     let readiness = config.readiness.clone();
     let ready_stop = stop.clone();

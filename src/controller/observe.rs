@@ -34,8 +34,6 @@ pub struct Fetched {
     pub candidate: Option<Deployment>,
     /// The HorizontalPodAutoscaler that scales the target, if any (from the cache).
     pub autoscaler: Option<HorizontalPodAutoscaler>,
-    /// The HPA by the candidate's name: this experiment's copy, or someone else's in its way.
-    pub candidate_autoscaler: Option<HorizontalPodAutoscaler>,
     /// gatewayAPI only: the HTTPRoute as JSON (k8s-openapi has no Gateway API types).
     pub route: Option<Value>,
     /// gatewayAPI only: the Service the route sends the target's traffic to.
@@ -81,7 +79,6 @@ pub async fn fetch(
     let target = caches.deployment(&ns, target_name);
     let candidate = caches.deployment(&ns, &workload::candidate_name(target_name));
     let autoscaler = caches.autoscaler_of(&ns, target_name);
-    let candidate_autoscaler = caches.autoscaler(&ns, &workload::candidate_name(target_name));
     // The pods are listed only when the deadline has passed and their reason goes into the
     // decision: waiting experiments cost no list.
     let status = exp.status.clone().unwrap_or_default();
@@ -126,7 +123,6 @@ pub async fn fetch(
         target,
         candidate,
         autoscaler,
-        candidate_autoscaler,
         route,
         service,
         services: all_services,
@@ -291,13 +287,6 @@ pub fn not_ours(exp: &ConcurrencyExperiment, fetched: &Fetched) -> Vec<String> {
     if let Some(c) = fetched.candidate.as_ref().filter(|c| !owned_by(*c, exp)) {
         found.push(format!("Deployment {}", c.name_any()));
     }
-    // Only in the way once the copy is to be made: an HPA of the user's by that name that
-    // scales something else is none of the experiment's business before that.
-    if let (Some(h), Some(_)) = (&fetched.candidate_autoscaler, &fetched.autoscaler) {
-        if !owned_by(h, exp) {
-            found.push(format!("HorizontalPodAutoscaler {}", h.name_any()));
-        }
-    }
     if exp.spec.traffic.router.uses_route() {
         if let Some(service) = &fetched.service {
             for name in [
@@ -446,6 +435,8 @@ pub fn observations(
         baseline: workload::read_baseline(d, container, &fetched.configmaps).ok(),
         runs_candidate_config: workload::runs_config(d, exp.spec.single_candidate(), container),
         template_hash: template_hash(d),
+        promoted_hash: workload::promoted_fingerprint(d, exp.spec.single_candidate(), container),
+        promotion_patch: workload::promotion_patch(d, exp.spec.single_candidate(), container).ok(),
     });
     Observations {
         now,
@@ -477,10 +468,6 @@ pub fn observations(
                 max_replicas,
             }
         }),
-        candidate_autoscaled: fetched
-            .candidate_autoscaler
-            .as_ref()
-            .is_some_and(|h| owned_by(h, exp)),
         effective_weight: effective_weight(exp, fetched),
         route_backend_refs: original_route_refs(fetched),
         analysis: None,

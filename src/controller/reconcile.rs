@@ -15,6 +15,7 @@ use super::error::{is_not_found, Error, Result};
 use super::observe;
 use super::status::{self, Written};
 use crate::api::{ConcurrencyExperiment, ConcurrencyExperimentStatus, DecisionAction, Phase};
+use crate::notify;
 use crate::plan::{self, Step};
 use crate::telemetry;
 
@@ -86,20 +87,18 @@ async fn reconcile_inner(exp: &ConcurrencyExperiment, ctx: &Context) -> Result<R
     // Targets and candidates come from the Deployment cache: before its first full list an
     // absent target only means "not listed yet" — deciding then would roll back a running
     // experiment as `TargetMissing` right after an operator restart.
-    for store in &ctx.caches.deployments {
-        let ready = tokio::time::timeout(CACHE_WAIT, super::context::synced(store)).await;
-        if !matches!(ready, Ok(true)) {
-            tracing::info!(experiment = %key(exp), "Deployment cache not synced yet; looking again soon");
-            return Ok(Requeue::requeue(Duration::from_secs(1)));
-        }
-    }
     // Likewise an HPA not listed yet would be split around as if there were none.
-    for store in &ctx.caches.autoscalers {
-        let ready = tokio::time::timeout(CACHE_WAIT, super::context::synced(store)).await;
-        if !matches!(ready, Ok(true)) {
-            tracing::info!(experiment = %key(exp), "HPA cache not synced yet; looking again soon");
-            return Ok(Requeue::requeue(Duration::from_secs(1)));
-        }
+    let caches = &ctx.caches;
+    let unsynced = if !all_synced(&caches.deployments).await {
+        Some("Deployment")
+    } else if !all_synced(&caches.autoscalers).await {
+        Some("HPA")
+    } else {
+        None
+    };
+    if let Some(what) = unsynced {
+        tracing::info!(experiment = %key(exp), "{what} cache not synced yet; looking again soon");
+        return Ok(Requeue::requeue(Duration::from_secs(1)));
     }
     let fetched = observe::fetch(&ctx.client, &ctx.caches, exp).await?;
     let now = jiff::Timestamp::now();
@@ -130,6 +129,12 @@ async fn reconcile_inner(exp: &ConcurrencyExperiment, ctx: &Context) -> Result<R
             return Ok(Requeue::await_change());
         }
         Written::Unchanged | Written::Saved => publish_gauges(ctx, exp, &ns, &step.status, now),
+    }
+    // Only the reconcile that stored the transition tells it: a replay (after a restart, on
+    // another leader) finds it in status, and the machine emits no Event for it again.
+    if written == Written::Saved && ctx.notifier.is_enabled() {
+        ctx.notifier
+            .notify(notify::derive(exp, &step.status, &step.actions, now));
     }
     let original_route = step
         .status
@@ -276,4 +281,19 @@ async fn json_patch(
             Err(e.into())
         }
     })
+}
+
+/// Every store has had its first full list, waiting at most `CACHE_WAIT` for each.
+async fn all_synced<K>(stores: &[kube::runtime::reflector::Store<K>]) -> bool
+where
+    K: kube::Resource + Clone + 'static,
+    K::DynamicType: Eq + std::hash::Hash + Clone,
+{
+    for store in stores {
+        let ready = tokio::time::timeout(CACHE_WAIT, super::context::synced(store)).await;
+        if !matches!(ready, Ok(true)) {
+            return false;
+        }
+    }
+    true
 }

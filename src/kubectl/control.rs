@@ -15,7 +15,7 @@ use super::{api_error, Op, PluginError, Session};
 use crate::api::{
     ConcurrencyExperiment, Phase, Promotion, ANNOTATION_ABORT, ANNOTATION_APPROVE, ANNOTATION_RETRY,
 };
-use crate::plan::{AWAITING_APPROVAL, INCONCLUSIVE_LIMIT};
+use crate::plan::{AWAITING_APPROVAL, AWAITING_EXTERNAL_PROMOTION, INCONCLUSIVE_LIMIT};
 
 /// Reads and patches before giving up when the object keeps changing underneath.
 const ATTEMPTS: usize = 3;
@@ -101,6 +101,13 @@ pub fn plan(control: Control, exp: &ConcurrencyExperiment) -> Result<Plan, Plugi
     let refuse = |why: String| Err(PluginError::Refused(format!("{name}: {why}")));
     match control {
         Control::Approve => {
+            if st.hold_reason.as_deref() == Some(AWAITING_EXTERNAL_PROMOTION) {
+                return refuse(format!(
+                    "is held for Git ({AWAITING_EXTERNAL_PROMOTION}): with promotion: external \
+                     the commit promotes, never an approval — `kubectl concurrency get {name}` \
+                     shows the patch to commit"
+                ));
+            }
             let held = phase == Phase::Paused && st.hold_reason.is_some();
             let last = i64::try_from(exp.spec.stages.len()).unwrap_or(i64::MAX) - 1;
             let at_gate = exp.spec.promotion == Promotion::Manual

@@ -12,7 +12,7 @@ use crate::api::{
     AnalysisRecord, CheckResult, ConcurrencyExperiment, ConcurrencyExperimentStatus, Decision,
     Phase, VariantStatus, Verdict,
 };
-use crate::plan::{AWAITING_APPROVAL, INCONCLUSIVE_LIMIT};
+use crate::plan::{AWAITING_APPROVAL, AWAITING_EXTERNAL_PROMOTION, INCONCLUSIVE_LIMIT};
 
 /// Columns separated by two spaces, padded to the widest cell (counted in characters, so
 /// `×` and `✓` take one column), without trailing blanks.
@@ -186,6 +186,10 @@ fn hold_lines(exp: &ConcurrencyExperiment, st: &ConcurrencyExperimentStatus) -> 
         Some(AWAITING_APPROVAL) => lines.push(format!(
             "Hold:        {AWAITING_APPROVAL} — all stages passed; `kubectl concurrency approve {name}` promotes"
         )),
+        Some(AWAITING_EXTERNAL_PROMOTION) => lines.push(format!(
+            "Hold:        {AWAITING_EXTERNAL_PROMOTION} — all stages passed; commit the patch below to Deployment {} in Git: the experiment completes once the target runs it",
+            exp.spec.target_ref.name
+        )),
         Some(INCONCLUSIVE_LIMIT) => lines.push(format!(
             "Hold:        {INCONCLUSIVE_LIMIT} — too many analyses without data; `kubectl concurrency approve {name}` continues, `abort` rolls back"
         )),
@@ -300,6 +304,13 @@ pub fn experiment_detail(exp: &ConcurrencyExperiment, now: Timestamp) -> String 
         spec.analysis.inconclusive_limit
     ));
     lines.extend(hold_lines(exp, &st));
+    if let Some(p) = &st.promotion_patch {
+        lines.push(format!(
+            "Promotion:   {} (strategic merge patch)",
+            p.summary
+        ));
+        lines.extend(p.strategic_merge_patch.lines().map(|l| format!("  {l}")));
+    }
     let mut out: String = lines.iter().map(|l| format!("{l}\n")).collect();
     out.push('\n');
     match st.analyses.last() {

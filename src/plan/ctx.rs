@@ -234,6 +234,7 @@ impl<'a> Ctx<'a> {
         st.stage_passed_analyses = 0;
         st.no_data_analyses = 0;
         st.hold_reason = None;
+        st.promotion_patch = None;
         st.capacity_gate = None;
         st.conditions.retain(|c| c.type_ != conditions::NO_DATA);
     }
@@ -245,6 +246,8 @@ impl<'a> Ctx<'a> {
         }
         self.status.phase = Phase::RollingBack;
         self.set_hold(None);
+        // Not promoted: nothing is left to commit.
+        self.status.promotion_patch = None;
         self.status.message = Some(message.clone());
         self.status.decision = Some(Decision {
             action: DecisionAction::Rollback,

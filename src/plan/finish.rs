@@ -5,13 +5,13 @@ use super::ctx::Ctx;
 use super::observations::{Action, EventType};
 use super::timing::POLL;
 use crate::api::reason::DecisionReason;
-use crate::api::Phase;
+use crate::api::{Phase, Promotion};
 
 /// Promoting: write the candidate config into the target and scale it back to its original
 /// size; once it is rolled out, restore the route (gatewayAPI), then remove the candidate.
+/// With `promotion: external` Git wrote it: the template is never written here.
 pub fn promote(cx: &mut Ctx) {
     cx.update_variants();
-    cover_candidate_autoscaler(cx);
     let Some(target) = &cx.obs.target else {
         return;
     };
@@ -19,6 +19,10 @@ pub fn promote(cx: &mut Ctx) {
     let router = cx.spec.traffic.router;
     let t = &target.deployment;
     if !target.runs_candidate_config {
+        if cx.spec.promotion == Promotion::External {
+            super::external::reverted(cx);
+            return roll_back(cx);
+        }
         cx.actions.push(Action::PromoteTarget);
     }
     if t.replicas != original {
@@ -59,7 +63,6 @@ pub fn promote(cx: &mut Ctx) {
 /// to restore, so the candidate is removed at once.
 pub fn roll_back(cx: &mut Ctx) {
     cx.update_variants();
-    cover_candidate_autoscaler(cx);
     let route_restored = !cx
         .spec
         .traffic
@@ -101,18 +104,6 @@ pub fn roll_back(cx: &mut Ctx) {
         .to_string();
     cx.status.message = Some(msg.clone());
     cx.event(EventType::Warning, "RolledBack", msg);
-}
-
-/// The candidate's HPA copy sized it for the load at 100 %: the target comes back at least
-/// that big (only ever raised, so the copy still scaling meanwhile cannot make it churn), and
-/// its own HPA takes over from there.
-fn cover_candidate_autoscaler(cx: &mut Ctx) {
-    let (true, Some(c)) = (cx.obs.candidate_autoscaled, &cx.obs.candidate) else {
-        return;
-    };
-    if let Some(o) = cx.status.original.as_mut() {
-        o.replicas = o.replicas.max(c.replicas);
-    }
 }
 
 /// The experiment is being deleted: restore the baseline like a rollback, then release the

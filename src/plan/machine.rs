@@ -4,7 +4,7 @@
 use super::ctx::Ctx;
 use super::observations::{EventType, Observations, Step};
 use super::validate::{validate, Timing};
-use super::{approval, finish, progress, retry, select, timing};
+use super::{approval, external, finish, progress, retry, select, timing};
 use crate::api::reason::DecisionReason;
 use crate::api::{
     ConcurrencyExperimentSpec, ConcurrencyExperimentStatus, OriginalState, Phase, TargetScale,
@@ -26,6 +26,7 @@ pub fn step(
     approval::settle(&mut cx);
     retry::settle(&mut cx);
     remember_route(&mut cx);
+    external::remember(&mut cx);
     cx.finish()
 }
 
@@ -103,7 +104,8 @@ fn run(cx: &mut Ctx) {
 /// container renamed or removed, a rollout restart…): the baseline being compared is gone,
 /// and promoting would write the candidate config onto a template nobody judged — roll back.
 /// In Promoting this holds until the promotion is seen written; after that the template
-/// differs because of it.
+/// differs because of it. Held for an external promotion, the candidate config (and nothing
+/// else) arriving is the completion, not a change (see `external`).
 fn target_changed(cx: &mut Ctx) {
     let Some(target) = &cx.obs.target else {
         return;
@@ -125,9 +127,16 @@ fn target_changed(cx: &mut Ctx) {
     };
     let before = TemplateFingerprint::parse(recorded);
     let now = TemplateFingerprint::parse(&target.template_hash);
-    if !before.differs(&now) {
+    if !before.differs(&now) || (external::holding(cx) && external::arrived(cx)) {
         return;
     }
+    if external::arrived(cx) {
+        let msg = external::early_message(cx);
+        return cx.start_rollback(DecisionReason::TargetChanged, msg);
+    }
+    let Some(original) = cx.status.original.as_ref() else {
+        return;
+    };
     let msg = format!(
         "Deployment {}'s pod template was changed by someone else mid-flight ({} changed); \
          the candidate was judged against the old one. Restoring the target to {} replicas, \
@@ -246,6 +255,8 @@ fn pending(cx: &mut Ctx, t: &Timing) {
             replicas: target.deployment.replicas,
             route_backend_refs: None,
             template_hash: Some(target.template_hash.clone()),
+            // Recorded by `external::remember`, like the route by `remember_route`.
+            promoted_template_hash: None,
         });
     }
     cx.update_variants();

@@ -33,6 +33,8 @@
 //! `spec.approved` is a level that approves a manual promotion only; the approve annotation is
 //! one-shot — it lifts the next hold (an inconclusive hold, resetting the count, or the manual
 //! promotion) and the machine then asks for its removal (`Action::ClearApproval`).
+//! `promotion: external` (see `external`) holds at the last stage for Git instead and never
+//! asks for `PromoteTarget`; a promotion gate held for another mode than the spec's is lifted.
 //! Retry (see `retry`): the retry annotation runs a `RolledBack` experiment again from stage 1
 //! with a fresh status; it is one-shot like approve (`Action::ClearRetry`).
 //! If a candidate pod fails after a stage's split was in force, the stage clock keeps running
@@ -61,7 +63,8 @@
 //! template other than the one fingerprinted at the start (`original.templateHash`) rolls back
 //! (`TargetChanged`) while Progressing/Paused, and in Promoting until the promotion is seen
 //! written — what was judged is gone, and the candidate config must not land on an unjudged
-//! template. A target replica count the experiment did not set (`targetScale`: the last count
+//! template; held for an external promotion, the candidate config and nothing else is the
+//! awaited completion instead. A target replica count the experiment did not set (`targetScale`: the last count
 //! it asked for and the one before; nor `original.replicas`) is the person's new size for the
 //! target: it becomes `original.replicas` (Event `TargetScaled`). An object by the names the
 //! experiment writes that it did not create (`Observations::not_ours`) makes a Pending
@@ -80,6 +83,7 @@ mod capacity;
 pub mod conditions;
 mod ctx;
 mod elimination;
+mod external;
 mod finish;
 mod machine;
 mod observations;
@@ -98,7 +102,7 @@ pub use elimination::{CANDIDATE_ELIMINATED, LOW_SIGNAL_UTILIZATION};
 pub use machine::step;
 pub use observations::*;
 pub use pause::PAUSED_BY_USER;
-pub use progress::{AWAITING_APPROVAL, PROGRESS_DEADLINE_EXCEEDED};
+pub use progress::{AWAITING_APPROVAL, AWAITING_EXTERNAL_PROMOTION, PROGRESS_DEADLINE_EXCEEDED};
 pub use select::CANDIDATE_CHOSEN;
 pub use timing::{analysis_due, deadline_passed, next_analysis_at, AFTER_WRITE, POLL, TARGET_POLL};
 pub use validate::{validate, Timing};

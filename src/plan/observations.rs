@@ -5,7 +5,7 @@ use std::time::Duration;
 use jiff::Timestamp;
 
 pub use crate::analysis::AnalysisOutcome;
-use crate::api::{ConcurrencyExperimentStatus, RenderedServer};
+use crate::api::{ConcurrencyExperimentStatus, PromotionPatch, RenderedServer};
 pub use crate::workload::DeploymentState;
 
 /// Everything the shell observed in one reconcile.
@@ -54,9 +54,6 @@ pub struct Observations {
     /// The HorizontalPodAutoscaler that scales the target, if any: it sizes the target, and the
     /// split works around it (`traffic::Sizing::Autoscaled`) instead of fighting it.
     pub autoscaler: Option<Autoscaler>,
-    /// The candidate's copy of that autoscaler exists (made at 100 %, when the target is at 0
-    /// and its own HPA stops): the candidate's replicas are then the copy's to set.
-    pub candidate_autoscaled: bool,
     /// The split currently applied by the router, percent of traffic to the candidate.
     /// For `replicas` this is derived from ready pods; for `gatewayAPI` it is the route weight.
     pub effective_weight: i32,
@@ -144,6 +141,11 @@ pub struct TargetState {
     pub runs_candidate_config: bool,
     /// `workload::TemplateFingerprint` of the pod template, as text.
     pub template_hash: String,
+    /// `workload::promoted_fingerprint`: the template with the candidate config rendered in,
+    /// env order aside. The same before and after Git brings exactly the candidate config.
+    pub promoted_hash: Option<String>,
+    /// `workload::promotion_patch`: what to commit so the target runs the candidate config.
+    pub promotion_patch: Option<PromotionPatch>,
 }
 
 /// A HorizontalPodAutoscaler whose `scaleTargetRef` is the target.
@@ -170,16 +172,13 @@ pub enum Action {
     EnsureCandidate { replicas: i32 },
     /// Set the target Deployment's `spec.replicas`.
     ScaleTarget { replicas: i32 },
-    /// Create or update the candidate's copy of the target's HorizontalPodAutoscaler (same
-    /// metrics, bounds and behavior, `scaleTargetRef` the candidate Deployment).
-    EnsureCandidateAutoscaler,
     /// `gatewayAPI`: ensure the baseline/candidate Services and set the HTTPRoute weights.
     SetRouteWeights { candidate_weight: i32 },
     /// `gatewayAPI`: put the HTTPRoute's original backendRefs back.
     RestoreRoute,
     /// Write the candidate server config into the target's pod template.
     PromoteTarget,
-    /// Delete the candidate Deployment, its autoscaler copy and the Services the operator made.
+    /// Delete the candidate Deployment and the Services the operator made.
     RemoveCandidate,
     /// Remove the `concurrency.dev/approve` annotation from the experiment: it was acted on.
     ClearApproval,

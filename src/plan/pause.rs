@@ -5,6 +5,7 @@ use super::approval;
 use super::capacity;
 use super::conditions;
 use super::ctx::Ctx;
+use super::external;
 use super::observations::EventType;
 use super::validate::Timing;
 use crate::api::reason::HoldReason;
@@ -96,6 +97,9 @@ pub fn event(cx: &mut Ctx, pause: Option<Pause>) {
                  (spec.approved: true, or annotate {ANNOTATION_APPROVE}=true)."
             ),
         ),
+        Some(Pause::Hold(h @ HoldReason::AwaitingExternalPromotion)) => {
+            (EventType::Normal, h.as_str(), external::hold_message(cx))
+        }
         Some(Pause::ByUser) => (
             EventType::Normal,
             PAUSED_BY_USER,

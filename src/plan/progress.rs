@@ -4,6 +4,7 @@
 use super::analysis;
 use super::capacity::{self, Gate, CAPACITY_UNKNOWN};
 use super::ctx::Ctx;
+use super::external;
 use super::finish;
 use super::observations::{Action, EventType};
 use super::pause::{self, Pause};
@@ -16,6 +17,7 @@ use crate::traffic::Live;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
 pub const AWAITING_APPROVAL: &str = HoldReason::AwaitingApproval.as_str();
+pub const AWAITING_EXTERNAL_PROMOTION: &str = HoldReason::AwaitingExternalPromotion.as_str();
 /// Decision reason when a stage's split was not in force within `spec.progressDeadline`.
 pub const PROGRESS_DEADLINE_EXCEEDED: &str = DecisionReason::ProgressDeadlineExceeded.as_str();
 
@@ -54,6 +56,7 @@ pub fn run(cx: &mut Ctx, t: &Timing) {
     let new_analysis = cx.status.last_analysis_at != seen;
     pause::lift_inconclusive_hold(cx);
     pause::lift_capacity_hold(cx, t, index);
+    external::lift_gate_of_another_mode(cx);
     cx.status.planned_effective_weights =
         split::planned_effective_weights(cx.spec, cx.original(), cx.sizing());
     if cx.hold() == Some(HoldReason::AwaitingApproval) && !cx.spec.paused {
@@ -62,6 +65,9 @@ pub fn run(cx: &mut Ctx, t: &Timing) {
             cx.start_promotion(DecisionReason::Approved, msg);
             return finish::promote(cx);
         }
+    }
+    if external::complete(cx) {
+        return finish::promote(cx);
     }
     let mid_pause = pause::now(cx);
     if mid_pause != old_pause {
@@ -101,6 +107,8 @@ pub fn run(cx: &mut Ctx, t: &Timing) {
                     return finish::roll_back(cx);
                 }
             }
+        } else if cx.spec.promotion == Promotion::External {
+            external::hold(cx);
         } else if cx.spec.promotion == Promotion::Manual {
             match pause::approve_promotion(cx) {
                 Some(by) => {
@@ -155,6 +163,11 @@ fn restart_if_candidate_changed(cx: &mut Ctx) {
         to
     };
     cx.forget_measurements();
+    // Promoted with another config, the target looks otherwise: `external::remember` records
+    // it again.
+    if let Some(o) = cx.status.original.as_mut() {
+        o.promoted_template_hash = None;
+    }
     cx.set_stage(0);
     let first = cx.status.stage.clone().unwrap_or_default();
     let msg = format!(
@@ -219,22 +232,13 @@ fn apply_split(cx: &mut Ctx, index: usize) -> bool {
     };
     let weight = cx.spec.stages.get(index).map_or(100, |s| s.weight);
     let router = cx.spec.traffic.router;
-    let mut split = cx.split(weight);
+    let split = cx.split(weight);
     let candidate = cx.obs.candidate.as_ref();
     let current = target.deployment.replicas;
     let ready = candidate.map_or(0, |c| c.ready_replicas);
-    // At 100 % with its own copy of the target's HPA, the candidate's size is the copy's; what
-    // the baseline covers is then the smaller of that and the size the stage started from (the
-    // copy scaling up is not a loss to cover).
-    let autoscaled = weight == 100 && cx.obs.candidate_autoscaled;
-    let mut covered = cx.original();
-    if let (true, Some(c)) = (autoscaled, candidate) {
-        split.candidate = c.replicas.max(1);
-        covered = covered.min(split.candidate);
-    }
     let live = Live {
         weight,
-        original: covered,
+        original: cx.original(),
         baseline_replicas: current,
         baseline_ready: target.deployment.ready_replicas,
         candidate_ready: ready,
@@ -258,12 +262,6 @@ fn apply_split(cx: &mut Ctx, index: usize) -> bool {
     // Growing the baseline is always safe; shrinking it waits for the candidate.
     if current < wanted || (current > wanted && candidate_ready) {
         cx.actions.push(Action::ScaleTarget { replicas: wanted });
-    }
-    // The target's HPA stops once the target is at 0: from then on the candidate, serving
-    // everything, follows the load with a copy of it.
-    let hpa_stopped = router.splits_by_pods() && current == 0 && wanted == 0;
-    if weight == 100 && hpa_stopped && cx.obs.autoscaler.is_some() && !cx.obs.candidate_autoscaled {
-        cx.actions.push(Action::EnsureCandidateAutoscaler);
     }
     // In force means every candidate pod runs the spec's config at the stage's size, so
     // the stage clock and the analyses never measure pods of an older template.
@@ -328,6 +326,9 @@ fn describe(cx: &mut Ctx, t: &Timing, in_force: bool, paused: Option<Pause>, wai
                  to roll back.",
                 pause::gate_message(cx)
             ),
+            Some(Pause::Hold(HoldReason::AwaitingExternalPromotion)) => {
+                format!("{base} {}", external::status_message(cx))
+            }
             _ if waiting => format!(
                 "{base} The capacity gate holds the step: {}",
                 pause::gate_message(cx)

@@ -57,6 +57,12 @@ struct ReasonLabels {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct NotificationLabels {
+    sink: &'static str,
+    result: &'static str,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct CategoryLabels {
     category: String,
 }
@@ -74,6 +80,7 @@ pub struct Metrics {
     reconcile_errors: Family<CategoryLabels, Counter>,
     prometheus_query_duration: Histogram,
     leader: Gauge,
+    notifications: Family<NotificationLabels, Counter>,
     per_experiment: ExperimentGauges,
 }
 
@@ -97,6 +104,7 @@ impl Metrics {
         // 5 ms .. ~20 s: PromQL over an interval range on a busy Prometheus.
         let prometheus_query_duration = Histogram::new(exponential_buckets(0.005, 2.0, 13));
         let leader = Gauge::default();
+        let notifications = Family::<NotificationLabels, Counter>::default();
         let per_experiment = ExperimentGauges::default();
 
         registry.register(
@@ -145,6 +153,11 @@ impl Metrics {
             "1 while this replica holds the leader lease",
             leader.clone(),
         );
+        registry.register(
+            "concurrency_notifications",
+            "Notifications by sink and result (sent, failed after its retries, dropped)",
+            notifications.clone(),
+        );
         per_experiment.register(&mut registry);
 
         Self {
@@ -158,6 +171,7 @@ impl Metrics {
             reconcile_errors,
             prometheus_query_duration,
             leader,
+            notifications,
             per_experiment,
         }
     }
@@ -233,6 +247,14 @@ impl Metrics {
 
     pub fn set_leader(&self, is_leader: bool) {
         self.leader.set(i64::from(is_leader));
+    }
+
+    /// `sink`: `webhook`, `slack`; `result`: `sent`, `failed` (after its retries), `dropped`
+    /// (queue full).
+    pub fn record_notification(&self, sink: &'static str, result: &'static str) {
+        self.notifications
+            .get_or_create(&NotificationLabels { sink, result })
+            .inc();
     }
 
     /// Sets the `concurrency_experiment_*` gauges of one experiment from its status.

@@ -21,7 +21,7 @@ pub enum Sizing {
     /// the `replicas` router therefore leaves the target to the HPA and adds the candidate's
     /// share on top — `original × w / (100 − w)` pods, at most `max` — more pods for the
     /// experiment, never fewer than the load needs. At 100 % the target goes to 0 (an HPA does
-    /// not scale a Deployment at 0) and the candidate gets a copy of the HPA.
+    /// not scale a Deployment at 0) and the candidate keeps the size the HPA last gave.
     Autoscaled { max: i32 },
 }
 

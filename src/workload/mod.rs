@@ -10,6 +10,7 @@ mod env;
 mod error;
 mod fingerprint;
 mod names;
+mod patch;
 mod render;
 
 pub use autoscaler::*;
@@ -19,6 +20,7 @@ pub use env::*;
 pub use error::*;
 pub use fingerprint::*;
 pub use names::*;
+pub use patch::*;
 pub use render::*;
 
 #[cfg(test)]

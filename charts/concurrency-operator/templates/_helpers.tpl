@@ -45,10 +45,10 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 - apiGroups: ["apps"]
   resources: ["replicasets"]
   verbs: ["get", "list", "watch"]
-# The target's HPA is only read (list/watch); the candidate's copy is made at 100 % and deleted.
+# The target's HPA is only read: the split works around it.
 - apiGroups: ["autoscaling"]
   resources: ["horizontalpodautoscalers"]
-  verbs: ["get", "list", "watch", "create", "patch", "delete"]
+  verbs: ["get", "list", "watch"]
 # list only: the pods of a candidate that is not ready, to say why (CrashLoopBackOff, …).
 - apiGroups: [""]
   resources: ["pods"]

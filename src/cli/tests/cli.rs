@@ -86,3 +86,48 @@ fn recommend_takes_ratios_and_percentages() {
     assert!(parse(&["recommend", "--io-ratio", "lots"]).is_err());
     assert!(parse(&["recommend"]).is_err());
 }
+
+#[test]
+fn notifications_are_off_by_default_and_configured_by_files() {
+    let Command::Run(run) = parse(&["run"]).unwrap().command else {
+        panic!("not run")
+    };
+    let n = &run.notify;
+    assert!(n.notify_webhook_url_file.is_none() && n.notify_slack_url_file.is_none());
+    assert!(n.notify_events.is_empty());
+    assert_eq!(
+        (n.notify_attempts, n.notify_timeout),
+        (5, Duration::from_secs(5))
+    );
+    let Command::Run(run) = parse(&[
+        "run",
+        "--notify-webhook-url-file",
+        "/etc/n/webhook-url",
+        "--notify-webhook-signing-key-file",
+        "/etc/n/key",
+        "--notify-slack-url-file",
+        "/etc/n/slack-url",
+        "--notify-events",
+        "RolledBack,Promoted",
+        "--notify-attempts",
+        "3",
+        "--notify-timeout",
+        "2s",
+    ])
+    .unwrap()
+    .command
+    else {
+        panic!("not run")
+    };
+    let n = &run.notify;
+    assert_eq!(
+        n.notify_webhook_url_file.as_deref(),
+        Some(std::path::Path::new("/etc/n/webhook-url"))
+    );
+    assert_eq!(n.notify_events, ["RolledBack", "Promoted"]);
+    assert_eq!(
+        (n.notify_attempts, n.notify_timeout),
+        (3, Duration::from_secs(2))
+    );
+    assert!(parse(&["run", "--notify-attempts", "0"]).is_err());
+}

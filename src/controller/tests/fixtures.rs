@@ -20,6 +20,7 @@ use crate::controller::context::{Caches, Context, Settings, FINALIZER};
 use crate::controller::index::ExperimentIndex;
 use crate::controller::reconcile::reconcile;
 use crate::telemetry::Metrics;
+use crate::webhook::Notifier;
 
 pub const NS: &str = "shop";
 pub const EXP_UID: &str = "5a1e0c2e-0000-4000-8000-000000000001";
@@ -189,6 +190,8 @@ pub struct FakeApi {
     version: Arc<std::sync::atomic::AtomicU64>,
     /// Shared by every Context made from this fake, so tests can read what was recorded.
     pub metrics: Metrics,
+    /// Given to every Context made from this fake (sends nothing by default).
+    pub notifier: Notifier,
 }
 
 impl Default for FakeApi {
@@ -198,6 +201,7 @@ impl Default for FakeApi {
             calls: Default::default(),
             version: Arc::new(1000.into()),
             metrics: Metrics::new(),
+            notifier: Notifier::default(),
         }
     }
 }
@@ -306,7 +310,8 @@ impl FakeApi {
             autoscalers: vec![autoscalers],
             indexes: vec![index],
         };
-        let ctx = Context::new(client, self.metrics.clone(), Settings::default(), caches);
+        let ctx = Context::new(client, self.metrics.clone(), Settings::default(), caches)
+            .with_notifier(self.notifier.clone());
         (Arc::new(ctx), server)
     }
 

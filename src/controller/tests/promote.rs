@@ -16,7 +16,7 @@ use crate::api::{ConcurrencyExperiment, Phase, ANNOTATION_APPROVE};
 /// Answers every instant query with one sample of `value` — but the capacity gate's CPU and
 /// I/O seconds per request with the demo app's 2 ms and 60 ms, so a Puma 2×4 candidate can
 /// carry the stages; returns its base URL.
-async fn fake_prometheus(value: &'static str) -> String {
+pub(super) async fn fake_prometheus(value: &'static str) -> String {
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let url = format!("http://{}", listener.local_addr().unwrap());
     tokio::spawn(async move {
@@ -58,7 +58,7 @@ async fn fake_prometheus(value: &'static str) -> String {
 /// What time and the Deployment controller would do between two reconciles: the current
 /// stage's clock and the last analysis move an hour into the past, and every Deployment
 /// becomes ready at its wanted size (rolled out).
-fn let_an_hour_pass(fake: &FakeApi) {
+pub(super) fn let_an_hour_pass(fake: &FakeApi) {
     let mut exp: Value = fake.get(EXP).unwrap();
     for field in ["stageStartedAt", "lastAnalysisAt"] {
         if let Some(at) = exp["status"][field].as_str() {
@@ -153,7 +153,7 @@ async fn passing_analyses_promote_the_candidate_into_the_target() {
 }
 
 /// Reconciles (an hour passing between each) until `done` holds for the stored experiment.
-async fn reconcile_until(fake: &FakeApi, done: impl Fn(&ConcurrencyExperiment) -> bool) {
+pub(super) async fn reconcile_until(fake: &FakeApi, done: impl Fn(&ConcurrencyExperiment) -> bool) {
     for _ in 0..30 {
         reconcile_stored(fake).await.unwrap();
         let exp: ConcurrencyExperiment = fake.get(EXP).unwrap();
@@ -169,7 +169,7 @@ async fn reconcile_until(fake: &FakeApi, done: impl Fn(&ConcurrencyExperiment) -
     );
 }
 
-fn status_of(exp: &ConcurrencyExperiment) -> crate::api::ConcurrencyExperimentStatus {
+pub(super) fn status_of(exp: &ConcurrencyExperiment) -> crate::api::ConcurrencyExperimentStatus {
     exp.status.clone().unwrap_or_default()
 }
 
@@ -243,8 +243,6 @@ async fn the_approve_annotation_promotes_once_and_is_removed() {
 }
 
 const HPA: &str = "/apis/autoscaling/v2/namespaces/shop/horizontalpodautoscalers/storefront";
-const HPA_COPY: &str =
-    "/apis/autoscaling/v2/namespaces/shop/horizontalpodautoscalers/storefront-candidate";
 
 /// The user's HPA on the target (CPU at 60 %, 2–10 pods).
 fn user_hpa() -> Value {
@@ -269,12 +267,8 @@ async fn an_autoscaled_target_is_promoted_around_its_hpa_which_is_never_written(
         .with(EXP, exp)
         .with(TARGET, target(6, 6))
         .with(HPA, user_hpa());
-    let mut copy_seen = None;
     for _ in 0..30 {
         reconcile_stored(&fake).await.unwrap();
-        if let Some(copy) = fake.get::<Value>(HPA_COPY) {
-            copy_seen.get_or_insert(copy);
-        }
         if stored_phase(&fake) == Phase::Succeeded {
             break;
         }
@@ -300,58 +294,6 @@ async fn an_autoscaled_target_is_promoted_around_its_hpa_which_is_never_written(
         .map(|c| c.body["spec"]["replicas"].clone())
         .collect();
     assert_eq!(scales, vec![json!(0), json!(6)], "{:?}", fake.lines());
-    // The copy: the user's spec aimed at the candidate, owned by the experiment.
-    let copy = copy_seen.expect("the candidate's HPA copy was applied at 100 %");
-    assert_eq!(
-        copy["spec"]["scaleTargetRef"]["name"],
-        "storefront-candidate"
-    );
-    assert_eq!(copy["spec"]["minReplicas"], 2);
-    assert_eq!(copy["spec"]["maxReplicas"], 10);
-    assert_eq!(copy["spec"]["metrics"], user_hpa()["spec"]["metrics"]);
-    assert_eq!(copy["spec"]["behavior"], user_hpa()["spec"]["behavior"]);
-    assert_eq!(copy["metadata"]["ownerReferences"][0]["uid"], EXP_UID);
-    // Gone before the candidate, and with it.
-    let lines = fake.lines();
-    let copy_deleted = lines
-        .iter()
-        .position(|l| l == &format!("DELETE {HPA_COPY}"));
-    let candidate_deleted = lines
-        .iter()
-        .position(|l| l == &format!("DELETE {CANDIDATE}"));
-    assert!(
-        copy_deleted.is_some() && copy_deleted < candidate_deleted,
-        "{lines:?}"
-    );
-    assert!(fake.get::<Value>(HPA_COPY).is_none());
     let target: Deployment = fake.get(TARGET).unwrap();
     assert_eq!(target.spec.unwrap().replicas, Some(6));
-}
-
-#[tokio::test]
-async fn someone_elses_hpa_by_the_copys_name_stops_the_experiment_naming_it() {
-    let mut exp = with_finalizer(experiment());
-    exp.spec.analysis.prometheus.url = fake_prometheus("100").await;
-    let mut theirs = user_hpa();
-    theirs["metadata"]["name"] = json!("storefront-candidate");
-    theirs["metadata"]["uid"] = json!("their-uid");
-    theirs["spec"]["scaleTargetRef"]["name"] = json!("something-else");
-    let fake = FakeApi::default()
-        .with(EXP, exp)
-        .with(TARGET, target(6, 6))
-        .with(HPA, user_hpa())
-        .with(HPA_COPY, theirs.clone());
-    reconcile_stored(&fake).await.unwrap();
-    let exp: ConcurrencyExperiment = fake.get(EXP).unwrap();
-    let status = exp.status.unwrap();
-    assert_eq!(status.phase, Phase::Invalid);
-    assert!(
-        status
-            .message
-            .as_deref()
-            .is_some_and(|m| m.contains("HorizontalPodAutoscaler storefront-candidate")),
-        "{:?}",
-        status.message
-    );
-    assert_eq!(fake.get::<Value>(HPA_COPY).unwrap(), theirs);
 }

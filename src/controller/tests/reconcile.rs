@@ -96,9 +96,15 @@ async fn pending_experiment_applies_the_candidate_after_recording_status() {
     assert_eq!(s["phase"], json!("Progressing"));
     assert_eq!(s["stage"], json!("1/3"));
     assert_eq!(s["plannedWeight"], json!(30));
+    let promoted = crate::workload::promoted_fingerprint(
+        &target(6, 6),
+        experiment().spec.single_candidate(),
+        Some("web"),
+    );
     assert_eq!(
         s["original"],
-        json!({"replicas": 6, "templateHash": crate::controller::observe::template_hash(&target(6, 6))})
+        json!({"replicas": 6, "templateHash": crate::controller::observe::template_hash(&target(6, 6)),
+               "promotedTemplateHash": promoted})
     );
     assert_eq!(s["observedGeneration"], json!(1));
 }

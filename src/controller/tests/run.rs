@@ -52,6 +52,7 @@ async fn a_standby_is_ready_and_never_calls_the_api() {
         metrics: Metrics::new(),
         readiness: readiness.clone(),
         leader: Some(rx),
+        notifier: Default::default(),
         shutdown: shutdown.clone(),
     };
     let running = tokio::spawn(run(ctx.client.clone(), config));
@@ -80,6 +81,7 @@ async fn losing_the_lease_stops_the_controllers_and_waits_for_it_again() {
         metrics: metrics.clone(),
         readiness: readiness.clone(),
         leader: Some(rx),
+        notifier: Default::default(),
         shutdown: shutdown.clone(),
     };
     let running = tokio::spawn(run(ctx.client.clone(), config));

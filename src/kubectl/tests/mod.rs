@@ -3,6 +3,7 @@
 
 mod cli;
 mod control;
+mod external;
 mod fixtures;
 mod get;
 mod history;

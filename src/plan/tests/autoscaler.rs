@@ -101,10 +101,6 @@ fn an_autoscaled_target_promotes_without_a_tug_of_war() {
     );
     // The target was scaled by the operator only to hand over at 100 % and to come back.
     assert_eq!(scale_targets(&run), vec![0, 3]);
-    assert_eq!(
-        run.count(|a| matches!(a, Action::EnsureCandidateAutoscaler)),
-        1
-    );
     // No TargetScaled ping-pong: the HPA never had to undo anything.
     assert!(
         !run.events().contains(&"TargetScaled".to_string()),
@@ -112,69 +108,56 @@ fn an_autoscaled_target_promotes_without_a_tug_of_war() {
         run.events()
     );
     assert_eq!(replicas(&run), (3, 0));
-    assert!(
-        !run.world.candidate_autoscaled,
-        "the copy is removed with the candidate"
-    );
 }
 
 #[test]
-fn at_100_the_copy_follows_the_load_and_the_target_comes_back_that_big() {
+fn at_100_the_candidate_keeps_the_size_the_hpa_last_gave_and_the_target_comes_back_at_it() {
     let mut run =
         autoscaled_run("stages: [{weight: 50, duration: 2m}, {weight: 100, duration: 10m}]\n");
     run.tick(None);
-    while !(run.status.stage_index == Some(1) && run.world.candidate_autoscaled) {
+    run.now += 30;
+    run.tick(Some(Verdict::Pass));
+    // The load rises at 50 %: the HPA grows the target, the candidate follows on top.
+    run.world.demand = 5;
+    run.world.autoscale();
+    while run.status.stage_index != Some(1) || run.status.stage_started_at.is_none() {
         run.now += 30;
         run.tick(Some(Verdict::Pass));
         assert!(
             run.now < 3000,
-            "never handed over: {:?}",
+            "never reached 100 %: {:?}",
             run.status.message
         );
     }
-    assert_eq!(replicas(&run), (0, 3));
-    // Load rises at 100 %: the target's own HPA is idle at 0, the copy grows the candidate.
+    // The target's HPA is idle at 0; the candidate carries the size it last asked for.
+    assert_eq!(replicas(&run), (0, 5));
     run.world.demand = 8;
     run.world.autoscale();
     run.now += 30;
     run.tick(Some(Verdict::Pass));
     assert_eq!(
         replicas(&run),
-        (0, 8),
+        (0, 5),
         "{:?}",
         run.last.as_ref().unwrap().actions
     );
-    // Every pod the copy asked for counts: the experiment neither shrinks it nor regrows
-    // the baseline while the new pods start.
-    run.world.candidate.as_mut().unwrap().ready_replicas = 3;
-    run.now += 30;
-    let step = run.tick_with(Some(Verdict::Pass), |_| {}).clone();
-    assert!(
-        !step.actions.iter().any(|a| matches!(
-            a,
-            Action::ScaleTarget { .. } | Action::EnsureCandidate { .. }
-        )),
-        "{:?}",
-        step.actions
-    );
-    run_to_end(&mut run, Verdict::Pass);
+    // (The limit of this design, said in docs/operations.md: a rise at 100 % is not followed
+    // until the target is back — a copy of the HPA for the candidate would be refused by the
+    // HPA controller as AmbiguousSelector, the target's HPA selecting the candidate's pods too.)
+    while !run.status.phase.is_terminal() {
+        run.now += 30;
+        run.tick(Some(Verdict::Pass));
+        assert!(run.now < 6000, "never finished: {:?}", run.status.message);
+    }
     assert_eq!(run.status.phase, Phase::Succeeded);
-    assert_eq!(
-        replicas(&run),
-        (8, 0),
-        "promoted at the size the load needs"
-    );
+    // Back at 5, where the HPA (active again above 0) takes over: 8 for the load now.
+    assert_eq!(scale_targets(&run)[..2], [0, 5]);
+    assert_eq!(replicas(&run), (8, 0));
 }
 
 #[test]
-fn a_rollback_at_100_restores_the_target_sized_for_the_load() {
+fn a_rollback_at_100_restores_the_target_sized_as_the_hpa_last_had_it() {
     let mut run = autoscaled_run("stages: [{weight: 100, duration: 10m}]\n");
-    run.tick(None);
-    while !run.world.candidate_autoscaled {
-        run.now += 30;
-        run.tick(Some(Verdict::Pass));
-        assert!(run.now < 3000);
-    }
     run.world.demand = 5;
     run.world.autoscale();
     run_to_end(&mut run, Verdict::Fail);
@@ -184,18 +167,18 @@ fn a_rollback_at_100_restores_the_target_sized_for_the_load() {
         Some(DecisionAction::Rollback)
     );
     assert_eq!(replicas(&run), (5, 0));
-    assert!(!run.world.candidate_autoscaled);
 }
 
 #[test]
 fn a_candidate_pod_lost_at_100_is_covered_by_the_baseline() {
     let mut run = autoscaled_run("stages: [{weight: 100, duration: 10m}]\n");
     run.tick(None);
-    while !run.world.candidate_autoscaled {
+    while run.world.target.as_ref().unwrap().deployment.replicas != 0 {
         run.now += 30;
         run.tick(Some(Verdict::Pass));
         assert!(run.now < 3000);
     }
+    run.log.clear();
     run.auto_settle = false;
     run.world.candidate.as_mut().unwrap().ready_replicas = 2;
     run.now += 5;
@@ -210,5 +193,4 @@ fn without_an_hpa_the_split_is_unchanged() {
     run.now += 30;
     run.tick(Some(Verdict::Pass));
     assert_eq!(replicas(&run), (2, 1));
-    assert!(run.count(|a| matches!(a, Action::EnsureCandidateAutoscaler)) == 0);
 }

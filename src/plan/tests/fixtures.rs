@@ -79,6 +79,8 @@ pub fn measured(total_rate: f64) -> CapacityMeasurement {
 /// promotion wrote the candidate config into it (env changed).
 pub const TEMPLATE: &str = "t=00000000000000a1,c=000000c1,i=000000i1,e=000000e1";
 pub const TEMPLATE_PROMOTED: &str = "t=00000000000000a2,c=000000c1,i=000000i1,e=000000e2";
+/// `TargetState::promoted_hash` of both: the template with the candidate config rendered in.
+pub const PROMOTED: &str = "t=00000000000000b1,c=000000c1,i=000000i1,e=000000e3";
 
 /// A cluster that carries out the actions: spec changes at once, pods get ready on `settle`.
 #[derive(Clone, Debug)]
@@ -114,8 +116,6 @@ pub struct World {
     pub autoscaler: Option<Autoscaler>,
     /// Pods the load needs, as an HPA computes it.
     pub demand: i32,
-    /// The candidate's HPA copy exists; on `settle` it sizes the candidate for `demand`.
-    pub candidate_autoscaled: bool,
 }
 
 impl World {
@@ -138,6 +138,8 @@ impl World {
                 baseline: Some(baseline),
                 runs_candidate_config: false,
                 template_hash: TEMPLATE.into(),
+                promoted_hash: Some(PROMOTED.into()),
+                promotion_patch: None,
             }),
             candidate: None,
             route_weight: 0,
@@ -153,7 +155,6 @@ impl World {
             candidate_cpu_limit: None,
             autoscaler: None,
             demand: replicas,
-            candidate_autoscaled: false,
         }
     }
 
@@ -165,9 +166,6 @@ impl World {
         let want = self.demand.clamp(a.min_replicas, a.max_replicas);
         if let Some(t) = self.target.as_mut().filter(|t| t.deployment.replicas > 0) {
             t.deployment.replicas = want;
-        }
-        if let (true, Some(c)) = (self.candidate_autoscaled, self.candidate.as_mut()) {
-            c.replicas = want;
         }
     }
 
@@ -201,11 +199,7 @@ impl World {
                         t.deployment.rolled_out = false;
                     }
                 }
-                Action::EnsureCandidateAutoscaler => self.candidate_autoscaled = true,
-                Action::RemoveCandidate => {
-                    self.candidate = None;
-                    self.candidate_autoscaled = false;
-                }
+                Action::RemoveCandidate => self.candidate = None,
                 Action::ClearApproval => self.approve_annotation = false,
                 Action::ClearRetry => self.retry_annotation = false,
                 Action::Event { .. } | Action::Selection(_) => {}
@@ -253,7 +247,6 @@ impl World {
             not_ours: self.not_ours.clone(),
             candidate_cpu_limit: self.candidate_cpu_limit,
             autoscaler: self.autoscaler.clone(),
-            candidate_autoscaled: self.candidate_autoscaled && self.candidate.is_some(),
             effective_weight: self.effective_weight(),
             route_backend_refs: None,
             analysis: None,

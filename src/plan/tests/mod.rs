@@ -6,6 +6,7 @@ mod baseline;
 mod capacity;
 mod deadline;
 mod edit;
+mod external;
 mod finish;
 mod fixtures;
 mod owner;

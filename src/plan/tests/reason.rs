@@ -13,6 +13,7 @@ fn old_hold(r: HoldReason) -> &'static str {
         HoldReason::InconclusiveLimit => "InconclusiveLimit",
         HoldReason::InsufficientCapacity => "InsufficientCapacity",
         HoldReason::AwaitingApproval => "AwaitingApproval",
+        HoldReason::AwaitingExternalPromotion => "AwaitingExternalPromotion",
     }
 }
 
@@ -20,6 +21,7 @@ fn old_decision(r: DecisionReason) -> &'static str {
     match r {
         DecisionReason::StagesPassed => "StagesPassed",
         DecisionReason::Approved => "Approved",
+        DecisionReason::PromotedExternally => "PromotedExternally",
         DecisionReason::CheckFailed => "CheckFailed",
         DecisionReason::InconclusiveLimit => "InconclusiveLimit",
         DecisionReason::InsufficientCapacity => "InsufficientCapacity",
@@ -58,12 +60,12 @@ fn every_reason_round_trips_to_its_old_string() {
     // `ALL` lists every variant once.
     let holds: std::collections::BTreeSet<_> =
         HoldReason::ALL.iter().map(|r| old_hold(*r)).collect();
-    assert_eq!(holds.len(), 3);
+    assert_eq!(holds.len(), 4);
     let decisions: std::collections::BTreeSet<_> = DecisionReason::ALL
         .iter()
         .map(|r| old_decision(*r))
         .collect();
-    assert_eq!(decisions.len(), 13);
+    assert_eq!(decisions.len(), 14);
     assert_eq!(HoldReason::parse("PausedByUser"), None);
     assert!("Promoted".parse::<DecisionReason>().is_err());
     // The names kubectl and the tests read status with.

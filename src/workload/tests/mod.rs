@@ -5,4 +5,5 @@ mod fingerprint;
 // Also used by traffic's tests.
 pub(crate) mod fixtures;
 mod names;
+mod patch;
 mod render;

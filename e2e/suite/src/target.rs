@@ -1,0 +1,133 @@
+//! The target workload: Deployment `storefront` (gvl-sim as Puma 2×6, scraped by Prometheus)
+//! behind Service `storefront`.
+
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::core::v1::Service;
+use kube::api::PostParams;
+use kube::Api;
+use serde_json::{json, Value};
+
+use crate::{env_or, Result, Scenario, REPLICAS};
+
+/// The gvl-sim image the target and the load pods run.
+pub fn app_image() -> String {
+    env_or("E2E_APP_IMAGE", "gvl-sim:e2e")
+}
+
+/// How the target's pods behave.
+#[derive(Debug, Clone)]
+pub struct Target {
+    /// CPU per request (ms) around `io_ms` of I/O; the default is I/O-heavy (seed 003's shape,
+    /// scaled down).
+    pub cpu_ms: u32,
+    pub io_ms: u32,
+    /// The container's args (e.g. Puma flags); the image's default without.
+    pub args: Option<Vec<String>>,
+    pub memory_limit: String,
+}
+
+impl Default for Target {
+    fn default() -> Self {
+        Target {
+            cpu_ms: 2,
+            io_ms: 60,
+            args: None,
+            memory_limit: "256Mi".into(),
+        }
+    }
+}
+
+impl Scenario {
+    /// Creates the target and its Service and waits until it is rolled out.
+    pub async fn deploy_target(&self, t: &Target) -> Result {
+        let mut container = json!({
+            "name": "web",
+            "image": app_image(),
+            "imagePullPolicy": "Never",
+            "ports": [{"name": "http", "containerPort": 3000}],
+            "env": [
+                {"name": "SERVER", "value": "puma"},
+                {"name": "WEB_CONCURRENCY", "value": "2"},
+                {"name": "RAILS_MAX_THREADS", "value": "6"},
+                {"name": "CPU_MS", "value": t.cpu_ms.to_string()},
+                {"name": "IO_MS", "value": t.io_ms.to_string()},
+                {"name": "CPU_CLOCK", "value": "wall"},
+            ],
+            "readinessProbe": {"httpGet": {"path": "/healthz", "port": "http"}, "periodSeconds": 1},
+            "resources": {
+                "requests": {"cpu": "10m", "memory": "16Mi"},
+                "limits": {"memory": t.memory_limit},
+            },
+        });
+        if let Some(args) = &t.args {
+            container["args"] = json!(args);
+        }
+        let deploy: Deployment = serde_json::from_value(json!({
+            "metadata": {"name": "storefront", "labels": {"app": "storefront"}},
+            "spec": {
+                "replicas": REPLICAS,
+                "selector": {"matchLabels": {"app": "storefront"}},
+                "template": {
+                    "metadata": {
+                        "labels": {"app": "storefront"},
+                        "annotations": {
+                            "prometheus.io/scrape": "true",
+                            "prometheus.io/port": "3000",
+                            "prometheus.io/path": "/metrics",
+                        },
+                    },
+                    "spec": {"terminationGracePeriodSeconds": 2, "containers": [container]},
+                },
+            },
+        }))?;
+        self.deploys.create(&PostParams::default(), &deploy).await?;
+        let svc: Service = serde_json::from_value(json!({
+            "metadata": {"name": "storefront"},
+            "spec": {
+                "selector": {"app": "storefront"},
+                "ports": [{"name": "http", "port": 80, "targetPort": "http"}],
+            },
+        }))?;
+        Api::<Service>::namespaced(self.client.clone(), &self.ns)
+            .create(&PostParams::default(), &svc)
+            .await?;
+        self.rollout("storefront", 120).await
+    }
+
+    /// Creates any namespaced object from its JSON (`kind` and `apiVersion` in it).
+    pub async fn create<K>(&self, obj: Value) -> Result<K>
+    where
+        K: kube::Resource<Scope = k8s_openapi::NamespaceResourceScope>
+            + Clone
+            + serde::de::DeserializeOwned
+            + serde::Serialize
+            + std::fmt::Debug,
+        K::DynamicType: Default,
+    {
+        let obj: K = serde_json::from_value(obj)?;
+        let api: Api<K> = Api::namespaced(self.client.clone(), &self.ns);
+        Ok(api.create(&PostParams::default(), &obj).await?)
+    }
+
+    /// Fails unless the target runs Puma 2×6 again with all its replicas and no candidate.
+    pub async fn assert_baseline_restored(&self) -> Result {
+        crate::ensure!(
+            self.env("storefront", "RAILS_MAX_THREADS").await? == "6",
+            "target's threads changed"
+        );
+        let r = self.replicas("storefront").await?;
+        crate::ensure!(
+            r == REPLICAS,
+            "target's replicas {r}, not restored to {REPLICAS}"
+        );
+        self.gone("storefront-candidate", 60).await
+    }
+
+    /// Fails unless the target has `want` replicas, all rolled out, and no candidate.
+    pub async fn assert_target_intact(&self, want: i32) -> Result {
+        let r = self.replicas("storefront").await?;
+        crate::ensure!(r == want, "target at {r} replicas, not {want}");
+        self.rollout("storefront", 90).await?;
+        self.gone("storefront-candidate", 60).await
+    }
+}

@@ -1,0 +1,7 @@
+//! Scenarios that measure no split and never stop Prometheus or the operator: they run side
+//! by side, one namespace each (libtest's threads).
+
+mod edits;
+mod gitops;
+mod invalid;
+mod robust;

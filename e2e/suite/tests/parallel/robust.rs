@@ -1,0 +1,173 @@
+//! Off the happy path: a long last stage, a candidate that never gets ready, a user's object
+//! in the operator's way.
+
+use e2e_tests::{
+    decision_of, ensure, from_spec, latency_check, prometheus_in_cluster, run, status, Exp, Phase,
+    Progress, Target, RATE, REPLICAS,
+};
+use k8s_openapi::api::apps::v1::Deployment;
+use serde_json::json;
+
+/// examples/puma-to-falcon.yaml's shape (10/50/100, statistical, the last stage three times
+/// the others, 30 intervals long there), scaled down: 13 analyses at 100 % — more than the 10
+/// the status keeps — and still the baseline reference of stage 2 judges every one of them.
+#[tokio::test]
+#[ignore = "needs the e2e cluster (e2e/run)"]
+async fn long_last_stage() {
+    run("long_last_stage", async |s| {
+        s.deploy_target(&Target::default()).await?;
+        s.start_load(300, RATE).await?;
+        let spec = json!({
+            "targetRef": {"name": "storefront"},
+            "container": "web",
+            "candidate": {"server": "falcon", "workers": 2},
+            "stages": [
+                {"weight": 10, "duration": "25s"},
+                {"weight": 50, "duration": "25s"},
+                {"weight": 100, "duration": "135s"},
+            ],
+            "analysis": {
+                "prometheus": {"url": prometheus_in_cluster()},
+                "interval": "10s",
+                "failureLimit": 0,
+                "inconclusiveLimit": 4,
+                "minRequests": 10,
+                "statistical": {"alpha": 0.05, "minSamples": 3},
+                "checks": [
+                    {"metric": "latency", "quantile": 0.9, "maxIncrease": "50%"},
+                    {"metric": "errorRate", "max": "5%"},
+                ],
+            },
+        });
+        s.create_cexp(from_spec("falcon", spec)?).await?;
+        let e = s
+            .progress(
+                "falcon",
+                Progress {
+                    timeout_s: 420,
+                    ..Progress::default()
+                },
+            )
+            .await?;
+        ensure!(
+            decision_of(&e) == "Promote/StagesPassed",
+            "decision {}",
+            decision_of(&e)
+        );
+        // Every analysis the status still holds ran at 100 %, and each had a baseline value for
+        // the maxIncrease check (the reference, not an empty slot).
+        let at100 = status(&e)
+            .analyses
+            .iter()
+            .filter(|a| a.weight == 100)
+            .filter(|a| {
+                a.checks
+                    .iter()
+                    .any(|c| c.name == "latency" && c.baseline.is_some())
+            })
+            .count();
+        ensure!(
+            at100 >= 10,
+            "only {at100} of the kept analyses ran at 100 % with a baseline value"
+        );
+        let server = s.env("storefront", "SERVER").await?;
+        if server != "falcon" {
+            s.log(format!("note: target env SERVER={server}"));
+        }
+        s.assert_target_intact(REPLICAS).await
+    })
+    .await;
+}
+
+/// A candidate that crash-loops (gvl-sim exits on a bad setting, as an app with a broken boot
+/// would): the stage's split is never in force, so the progress deadline rolls back, naming
+/// the pods' reason; the baseline never lost a pod.
+#[tokio::test]
+#[ignore = "needs the e2e cluster (e2e/run)"]
+async fn never_ready() {
+    run("never_ready", async |s| {
+        s.deploy_target(&Target::default()).await?;
+        let candidate = json!({"server": "puma", "workers": 2, "threads": 4,
+                               "env": [{"name": "CPU_CLOCK", "value": "broken"}]});
+        s.apply(
+            &Exp::new("broken", candidate, latency_check())
+                .extra(json!({"progressDeadline": "45s"})),
+        )
+        .await?;
+        let (e, min_ready) = s
+            .min_ready_while(s.wait_phase("broken", 150, Phase::RolledBack))
+            .await?;
+        ensure!(
+            decision_of(&e) == "Rollback/ProgressDeadlineExceeded",
+            "decision {}",
+            decision_of(&e)
+        );
+        let msg = status(&e).decision.map(|d| d.message).unwrap_or_default();
+        s.log(format!("decision: {msg}"));
+        ensure!(
+            ["CrashLoopBackOff", "Error", "exit"]
+                .iter()
+                .any(|w| msg.contains(w)),
+            "the decision does not say why the pods are not ready: {msg}"
+        );
+        s.expect_event("broken", "ProgressDeadlineExceeded").await?;
+        ensure!(
+            min_ready >= REPLICAS as usize,
+            "ready baseline pods dropped to {min_ready}"
+        );
+        s.assert_target_intact(REPLICAS).await
+    })
+    .await;
+}
+
+/// A Deployment of the user's that happens to be named <target>-candidate: the experiment is
+/// Invalid, naming it, and the operator never patches, adopts or deletes it.
+#[tokio::test]
+#[ignore = "needs the e2e cluster (e2e/run)"]
+async fn foreign_object() {
+    run("foreign_object", async |s| {
+        s.deploy_target(&Target::default()).await?;
+        // What `kubectl create deployment storefront-candidate --replicas=0` makes.
+        let theirs: Deployment = s
+            .create(json!({
+                "apiVersion": "apps/v1",
+                "kind": "Deployment",
+                "metadata": {"name": "storefront-candidate", "labels": {"app": "storefront-candidate"}},
+                "spec": {
+                    "replicas": 0,
+                    "selector": {"matchLabels": {"app": "storefront-candidate"}},
+                    "template": {
+                        "metadata": {"labels": {"app": "storefront-candidate"}},
+                        "spec": {"containers": [{"name": "gvl-sim", "image": e2e_tests::app_image()}]},
+                    },
+                },
+            }))
+            .await?;
+        let before = (theirs.metadata.uid.clone(), theirs.metadata.generation);
+        s.apply(&Exp::new("intruder", json!({"server": "puma", "workers": 2, "threads": 4}), latency_check()))
+            .await?;
+        let e = s.wait_phase("intruder", 60, Phase::Invalid).await?;
+        let msg = status(&e).message.unwrap_or_default();
+        s.log(format!("invalid: {msg}"));
+        ensure!(
+            msg.contains("storefront-candidate"),
+            "the message does not name the Deployment in the way: {msg}"
+        );
+        s.expect_event("intruder", "Invalid").await?;
+        tokio::time::sleep(std::time::Duration::from_secs(5)).await;
+        s.delete_cexp("intruder", 60).await?;
+        let after = s.deploy("storefront-candidate").await?;
+        ensure!(
+            (after.metadata.uid.clone(), after.metadata.generation) == before,
+            "the user's Deployment storefront-candidate was replaced or changed"
+        );
+        ensure!(
+            after.metadata.owner_references.unwrap_or_default().is_empty(),
+            "the operator adopted the user's Deployment"
+        );
+        let r = s.replicas("storefront").await?;
+        ensure!(r == REPLICAS, "target scaled to {r}");
+        Ok(())
+    })
+    .await;
+}

@@ -1,0 +1,10 @@
+//! Scenarios that run alone ([`e2e_tests::alone`]): they measure a traffic split, or stop
+//! Prometheus or the operator, or judge relative latency that other scenarios' load would
+//! disturb on a 2-core machine.
+
+mod autoscaler;
+mod blind;
+mod gateway;
+mod operator;
+mod promote;
+mod rollback;

@@ -1,0 +1,4 @@
+mod derive;
+mod fixtures;
+mod payload;
+mod sign;

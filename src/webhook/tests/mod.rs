@@ -1,0 +1,2 @@
+mod deliver;
+mod fixtures;
