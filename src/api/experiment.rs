@@ -198,6 +198,16 @@ impl ConcurrencyExperimentSpec {
         }
     }
 
+    /// The candidate the stages walk given the stored status: `spec.candidate`, or the
+    /// selection's winner once chosen (the plan and the shell both ask this).
+    pub fn walked_candidate(&self, status: Option<&ConcurrencyExperimentStatus>) -> &ServerConfig {
+        let winner = status
+            .and_then(|s| s.selection.as_ref())
+            .and_then(|s| s.winner);
+        self.selection_winner(winner)
+            .unwrap_or_else(|| self.single_candidate())
+    }
+
     /// The experiment chooses among several candidates first.
     pub fn selects(&self) -> bool {
         self.candidate.is_none() && !self.candidate_list().is_empty()

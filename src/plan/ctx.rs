@@ -168,10 +168,8 @@ impl<'a> Ctx<'a> {
 
     /// The candidate the stages walk: `spec.candidate`, or the selection's winner once chosen.
     pub fn candidate(&self) -> &'a crate::api::ServerConfig {
-        let winner = self.status.selection.as_ref().and_then(|s| s.winner);
         let spec = self.spec;
-        spec.selection_winner(winner)
-            .unwrap_or_else(|| spec.single_candidate())
+        spec.walked_candidate(Some(&self.status))
     }
 
     /// `status.selection`, made empty if missing.
