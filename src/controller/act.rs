@@ -21,7 +21,9 @@ use serde_json::json;
 
 use super::context::Context;
 use super::error::{is_not_found, Error, Result};
-use super::observe::{http_route_resource, owned_by, owned_services, service_named, Fetched};
+use super::fetch::{http_route_resource, Fetched};
+use super::observe::{owned_services, service_named};
+use super::owner::owned_by;
 use crate::api::{ConcurrencyExperiment, ANNOTATION_APPROVE, ANNOTATION_RETRY};
 use crate::plan::{Action, EventType};
 use crate::{traffic, workload};

@@ -9,7 +9,8 @@ use kube::ResourceExt;
 
 use super::context::Context;
 use super::error::{Error, Result};
-use super::observe::{cpu_limits, Fetched};
+use super::fetch::Fetched;
+use super::observe::cpu_limits;
 
 use crate::analysis::{self, AnalysisContext};
 use crate::api::{AnalysisRecord, ConcurrencyExperiment, ConcurrencyExperimentStatus, Verdict};

@@ -100,7 +100,7 @@ async fn reconcile_inner(exp: &ConcurrencyExperiment, ctx: &Context) -> Result<R
         tracing::info!(experiment = %key(exp), "{what} cache not synced yet; looking again soon");
         return Ok(Requeue::requeue(Duration::from_secs(1)));
     }
-    let fetched = observe::fetch(&ctx.client, &ctx.caches, exp).await?;
+    let fetched = super::fetch::fetch(&ctx.client, &ctx.caches, exp).await?;
     let now = jiff::Timestamp::now();
     let mut observations = observe::observations(exp, &fetched, now);
     let current = exp.status.clone().unwrap_or_default();

@@ -180,6 +180,34 @@ pub fn route_weight(route: &Value, baseline_svc: &str, candidate_svc: &str) -> O
         .max()
 }
 
+/// Each of `services`' percent of the traffic split between them (a selection's baseline,
+/// fresh baseline and candidates), as the route stands: 0 for one it does not send traffic
+/// to. When rules disagree, the highest share, as for [`route_weight`].
+pub fn route_shares(route: &Value, services: &[&str]) -> Vec<i32> {
+    let namespace = route.pointer("/metadata/namespace").and_then(Value::as_str);
+    let mut shares = vec![0; services.len()];
+    let rules = route.pointer("/spec/rules").and_then(Value::as_array);
+    for refs in rules
+        .into_iter()
+        .flatten()
+        .filter_map(|r| r.get("backendRefs")?.as_array())
+    {
+        let sum = |name: &str| -> i64 {
+            refs.iter()
+                .filter(|b| refers_to(b, name, namespace))
+                .map(weight)
+                .sum()
+        };
+        let each: Vec<i64> = services.iter().map(|s| sum(s)).collect();
+        let total: i64 = each.iter().sum();
+        let to_i32 = |v: i64| i32::try_from(v).unwrap_or(i32::MAX);
+        for (share, w) in shares.iter_mut().zip(&each) {
+            *share = (*share).max(percent(to_i32(*w), to_i32(total)));
+        }
+    }
+    shares
+}
+
 /// The core Services (in the route's namespace) the route sends traffic to, in order.
 pub fn route_services(route: &Value) -> Vec<String> {
     let namespace = route.pointer("/metadata/namespace").and_then(Value::as_str);

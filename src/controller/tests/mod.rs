@@ -18,3 +18,4 @@ mod reconcile;
 mod run;
 mod scale;
 mod status;
+mod variants;
