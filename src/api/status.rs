@@ -6,7 +6,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use super::selection::SelectionStatus;
+use super::selection::{FreshBaselineStatus, SelectionStatus};
 use super::server_config::RenderedServer;
 use super::verdict::{CheckResult, Verdict};
 
@@ -90,6 +90,10 @@ pub struct ConcurrencyExperimentStatus {
     /// The selection among `spec.candidates`: variants, eliminations, ranking and winner.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub selection: Option<SelectionStatus>,
+    /// The long-running target's check values beside the fresh baseline's (the candidates are
+    /// judged against the fresh one), from the last analysis that measured both.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fresh_baseline: Option<FreshBaselineStatus>,
     /// The most recent analyses, newest last.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub analyses: Vec<AnalysisRecord>,

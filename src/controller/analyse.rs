@@ -10,11 +10,13 @@ use kube::ResourceExt;
 use super::context::Context;
 use super::error::{Error, Result};
 use super::fetch::Fetched;
-use super::observe::cpu_limits;
+use super::observe::{cpu_limits, variant_cpu_limit};
 
-use crate::analysis::{self, AnalysisContext};
+use crate::analysis::{
+    self, AnalysisContext, CandidateToJudge, SelectionAnalysis, SelectionContext,
+};
 use crate::api::{AnalysisRecord, ConcurrencyExperiment, ConcurrencyExperimentStatus, Verdict};
-use crate::plan::AnalysisOutcome;
+use crate::plan::{AnalysisOutcome, SelectionObservations};
 use crate::workload;
 
 /// Where the analysis looks, or `None` when the target is gone (nothing to compare).
@@ -42,6 +44,78 @@ pub fn analysis_context(
         baseline_config: workload::read_baseline(target, name, &fetched.configmaps).ok(),
         baseline_cpu_limit,
         candidate_cpu_limit,
+        candidate_server: Some(exp.spec.walked_candidate(Some(status)).clone()),
+    }))
+}
+
+/// Where a selection's interval looks, or `None` when the target is gone: each candidate
+/// observed and not eliminated, against the fresh baseline.
+pub fn selection_context(
+    exp: &ConcurrencyExperiment,
+    fetched: &Fetched,
+    status: &ConcurrencyExperimentStatus,
+    observed: &SelectionObservations,
+    now: Timestamp,
+) -> Result<Option<SelectionContext>> {
+    let Some(base) = analysis_context(exp, fetched, status, 0, now)? else {
+        return Ok(None);
+    };
+    let target = base.baseline_deployment.clone();
+    let eliminated = |i: usize| {
+        status
+            .selection
+            .as_ref()
+            .and_then(|s| s.variants.get(i))
+            .is_some_and(|v| v.eliminated.is_some())
+    };
+    let candidates = exp
+        .spec
+        .candidate_list()
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| !eliminated(*i))
+        .filter_map(|(i, config)| {
+            let seen = observed.candidates.get(i)?;
+            seen.deployment.as_ref()?;
+            Some(CandidateToJudge {
+                index: i,
+                deployment: workload::variant_name(&target, i),
+                config: config.clone(),
+                cpu_limit: variant_cpu_limit(config, base.baseline_cpu_limit),
+                weight: seen.share,
+            })
+        })
+        .collect();
+    Ok(Some(SelectionContext {
+        base: AnalysisContext {
+            baseline_deployment: workload::fresh_baseline_name(&target),
+            weight: observed.fresh_baseline.share,
+            ..base
+        },
+        target_deployment: target,
+        candidates,
+    }))
+}
+
+/// One interval of a selection (`plan::next_analysis_at` says when).
+pub async fn run_selection(
+    ctx: &Context,
+    exp: &ConcurrencyExperiment,
+    fetched: &Fetched,
+    status: &ConcurrencyExperimentStatus,
+    observed: &SelectionObservations,
+    now: Timestamp,
+) -> Result<Option<SelectionAnalysis>> {
+    let Some(sctx) = selection_context(exp, fetched, status, observed, now)? else {
+        return Ok(None);
+    };
+    let url = &exp.spec.analysis.prometheus.url;
+    let client = ctx
+        .prometheus
+        .client(url, ctx.settings.prometheus_timeout, &ctx.metrics);
+    Ok(Some(match client {
+        Ok(client) => analysis::analyse_selection(&client, &exp.spec, &sctx).await,
+        Err(e) => analysis::unreachable_selection(&sctx, &format!("Prometheus {url}: {e}")),
     }))
 }
 

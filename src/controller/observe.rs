@@ -8,7 +8,9 @@ use kube::{Resource, ResourceExt};
 use super::fetch::Fetched;
 use super::owner::owned_by;
 use super::variants;
-use crate::api::{ConcurrencyExperiment, ANNOTATION_ABORT, ANNOTATION_APPROVE, ANNOTATION_RETRY};
+use crate::api::{
+    ConcurrencyExperiment, ServerConfig, ANNOTATION_ABORT, ANNOTATION_APPROVE, ANNOTATION_RETRY,
+};
 use crate::plan::{self, Observations, TargetState};
 use crate::traffic;
 use crate::workload;
@@ -182,18 +184,23 @@ pub fn original_route_refs(fetched: &Fetched) -> Option<String> {
         .map(|refs| refs.to_string())
 }
 
-/// The app container's CPU limit (cores) in the baseline and in the candidate: the candidate
-/// gets `spec.candidate.resources` in place of the target's when they are set.
+/// The app container's CPU limit (cores) in the baseline and in the candidate the stages
+/// walk: the candidate gets its `resources` in place of the target's when they are set.
 pub fn cpu_limits(
     exp: &ConcurrencyExperiment,
     target_container: &Container,
 ) -> (Option<f64>, Option<f64>) {
     let baseline = crate::analysis::cpu_limit(target_container.resources.as_ref());
-    let candidate = match &exp.spec.single_candidate().resources {
+    let config = exp.spec.walked_candidate(exp.status.as_ref());
+    (baseline, variant_cpu_limit(config, baseline))
+}
+
+/// A variant's CPU limit: its own `resources` replace the target's whole when given.
+pub fn variant_cpu_limit(config: &ServerConfig, baseline: Option<f64>) -> Option<f64> {
+    match &config.resources {
         Some(r) => crate::analysis::cpu_limit(Some(r)),
         None => baseline,
-    };
-    (baseline, candidate)
+    }
 }
 
 /// The fingerprint of the Deployment's pod template, as `status.original.templateHash` keeps it.

@@ -109,9 +109,18 @@ async fn reconcile_inner(exp: &ConcurrencyExperiment, ctx: &Context) -> Result<R
         && observations.spec_error.is_none()
         && plan::analysis_due(&exp.spec, &current, now)
     {
-        let weight = observations.effective_weight;
-        observations.analysis =
-            super::analyse::run(ctx, exp, &fetched, &current, weight, now).await?;
+        match observations.selection.as_mut() {
+            // A selection's interval: every candidate against the fresh baseline.
+            Some(sel) if current.phase == Phase::Selecting => {
+                sel.analysis =
+                    super::analyse::run_selection(ctx, exp, &fetched, &current, sel, now).await?;
+            }
+            _ => {
+                let weight = observations.effective_weight;
+                observations.analysis =
+                    super::analyse::run(ctx, exp, &fetched, &current, weight, now).await?;
+            }
+        }
     }
 
     let step = plan::step(&exp.spec, &current, &observations);

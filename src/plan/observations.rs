@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use jiff::Timestamp;
 
-pub use crate::analysis::AnalysisOutcome;
+pub use crate::analysis::{AnalysisOutcome, CandidateAnalysis, SelectionAnalysis};
 use crate::api::{ConcurrencyExperimentStatus, PromotionPatch, RenderedServer};
 pub use crate::workload::DeploymentState;
 
@@ -88,26 +88,6 @@ pub struct VariantObservation {
     pub runs_spec_config: bool,
     /// Percent of traffic it gets now: its ready pods' share (`replicas`) or its route weight.
     pub share: i32,
-}
-
-/// One interval of the selection: every surviving candidate judged against the fresh
-/// baseline, and the objective per variant.
-#[derive(Clone, Debug, PartialEq)]
-pub struct SelectionAnalysis {
-    pub at: Timestamp,
-    /// The fresh baseline's objective value in the interval.
-    pub fresh_baseline_objective: Option<f64>,
-    pub candidates: Vec<CandidateAnalysis>,
-}
-
-#[derive(Clone, Debug, PartialEq)]
-pub struct CandidateAnalysis {
-    /// Index into `spec.candidates`.
-    pub index: usize,
-    /// The checks with the candidate as candidate and the fresh baseline as baseline.
-    pub outcome: AnalysisOutcome,
-    /// The candidate's objective value in the interval.
-    pub objective: Option<f64>,
 }
 
 /// What the shell does for a selection.

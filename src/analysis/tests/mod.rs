@@ -5,6 +5,7 @@ mod full_weight;
 mod judge;
 mod queries;
 mod recommend;
+mod selection;
 mod stats;
 mod template;
 mod validate;

@@ -74,3 +74,74 @@ async fn queries_are_timed_into_the_histogram() {
         "{text}"
     );
 }
+
+#[test]
+fn a_selection_interval_judges_each_observed_survivor_against_the_fresh_baseline() {
+    use crate::api::{ConcurrencyExperimentStatus, Elimination, SelectionStatus, SelectionVariant};
+    use crate::controller::analyse::selection_context;
+    use crate::controller::fetch::Fetched;
+    use crate::plan::{DeploymentState, SelectionObservations, VariantObservation};
+    let mut exp = super::variants::selection_experiment();
+    // Candidate 3 (puma 2×3) brings its own CPU limit.
+    exp.spec.candidates.as_mut().unwrap()[2].resources =
+        Some(serde_json::from_value(serde_json::json!({"limits": {"cpu": "2"}})).unwrap());
+    let mut target = super::fixtures::target(6, 6);
+    let pod = target
+        .spec
+        .as_mut()
+        .unwrap()
+        .template
+        .spec
+        .as_mut()
+        .unwrap();
+    pod.containers[0].resources =
+        Some(serde_json::from_value(serde_json::json!({"limits": {"cpu": "1"}})).unwrap());
+    let fetched = Fetched {
+        target: Some(target),
+        ..Fetched::default()
+    };
+    // Candidate 1 was eliminated; candidate 2 has no Deployment yet.
+    let variant = |i: i32, out: bool| SelectionVariant {
+        index: i,
+        eliminated: out.then(|| Elimination {
+            at: k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(Timestamp::UNIX_EPOCH),
+            checks: vec!["latency".into()],
+            message: String::new(),
+        }),
+        ..Default::default()
+    };
+    let status = ConcurrencyExperimentStatus {
+        selection: Some(SelectionStatus {
+            variants: vec![variant(0, true), variant(1, false), variant(2, false)],
+            ..Default::default()
+        }),
+        ..Default::default()
+    };
+    let seen = |share: i32, exists: bool| VariantObservation {
+        deployment: exists.then(DeploymentState::default),
+        runs_spec_config: exists,
+        share,
+    };
+    let observed = SelectionObservations {
+        candidates: vec![seen(10, true), seen(0, false), seen(11, true)],
+        fresh_baseline: seen(12, true),
+        analysis: None,
+    };
+    let now = Timestamp::UNIX_EPOCH;
+    let sctx = selection_context(&exp, &fetched, &status, &observed, now)
+        .unwrap()
+        .unwrap();
+    assert_eq!(sctx.target_deployment, "storefront");
+    assert_eq!(
+        (sctx.base.baseline_deployment.as_str(), sctx.base.weight),
+        ("storefront-fresh-baseline", 12)
+    );
+    assert_eq!(sctx.base.baseline_cpu_limit, Some(1.0));
+    let judged: Vec<_> = sctx
+        .candidates
+        .iter()
+        .map(|c| (c.index, c.deployment.as_str(), c.weight, c.cpu_limit))
+        .collect();
+    assert_eq!(judged, [(2, "storefront-candidate-3", 11, Some(2.0))]);
+    assert_eq!(sctx.candidates[0].config.summary(), "puma 2×3");
+}

@@ -9,6 +9,7 @@ mod edit;
 mod external;
 mod finish;
 mod fixtures;
+mod fresh_baseline;
 mod owner;
 mod progress;
 mod ranking;

@@ -157,6 +157,7 @@ impl Sel {
             at,
             fresh_baseline_objective: Some(200.0 * MIB),
             candidates,
+            target_values: Vec::new(),
         }))
     }
 
