@@ -16,11 +16,6 @@ pub enum Error {
     #[error("the experiment has no namespace")]
     MissingNamespace,
 
-    /// The shell refuses selection specs (`observe::SELECTION_NOT_RUN`), so the machine never
-    /// asks for this; should it, the action fails rather than half-run.
-    #[error("selections are not run by this operator version (asked: {0})")]
-    SelectionNotRun(String),
-
     #[error("cannot {action} without the target Deployment")]
     TargetMissing { action: &'static str },
 
@@ -50,7 +45,6 @@ impl Error {
             Error::Kube(_) => "KubeApi",
             Error::Serialize { .. } => "Serialization",
             Error::MissingNamespace => "MissingNamespace",
-            Error::SelectionNotRun(_) => "SelectionNotRun",
             Error::TargetMissing { .. } => "TargetMissing",
             Error::Workload(e) => e.category(),
             Error::NotOwned { .. } => "NotOwned",

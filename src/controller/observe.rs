@@ -93,6 +93,11 @@ fn our_candidate<'a>(exp: &ConcurrencyExperiment, fetched: &'a Fetched) -> Optio
     fetched.candidate.as_ref().filter(|c| owned_by(*c, exp))
 }
 
+/// The candidate the stages walk (after a selection, its winner).
+fn walked(exp: &ConcurrencyExperiment) -> &ServerConfig {
+    exp.spec.walked_candidate(exp.status.as_ref())
+}
+
 fn flag(exp: &ConcurrencyExperiment, annotation: &str) -> bool {
     exp.annotations()
         .get(annotation)
@@ -103,6 +108,14 @@ fn flag(exp: &ConcurrencyExperiment, annotation: &str) -> bool {
 pub const SELECTION_NOT_RUN: &str = "spec.candidates: this operator version does not run \
      selections or a fresh baseline yet (docs/selection.md); give one spec.candidate";
 
+/// The refusal of selections and fresh baselines until they have run on a real cluster
+/// (docs/selection.md, step 7): `Settings::run_selections` off refuses them before anything
+/// is created rather than run a shell nobody has seen on a cluster.
+pub fn selection_refusal(exp: &ConcurrencyExperiment, run_selections: bool) -> Option<String> {
+    let variants = exp.spec.candidate.is_none() || exp.spec.fresh_baseline();
+    (variants && !run_selections).then(|| SELECTION_NOT_RUN.to_string())
+}
+
 /// Problems the CRD schema cannot see; each makes the experiment `Invalid`.
 pub fn spec_error(exp: &ConcurrencyExperiment, fetched: &Fetched) -> Option<String> {
     if let Some(first) = fetched.rivals.first() {
@@ -111,23 +124,26 @@ pub fn spec_error(exp: &ConcurrencyExperiment, fetched: &Fetched) -> Option<Stri
             exp.spec.target_ref.name
         ));
     }
-    // The selection's I/O (N candidate Deployments, per-variant analyses, the fresh baseline)
-    // is not built yet: refuse before anything is created rather than run half a spec.
-    if exp.spec.candidate.is_none() || exp.spec.fresh_baseline() {
-        return Some(SELECTION_NOT_RUN.into());
-    }
     // Before any traffic moves: a query that cannot run would only ever be Inconclusive.
     if let Err(e) = crate::analysis::validate(&exp.spec.analysis) {
         return Some(e.to_string());
     }
     let target = fetched.target.as_ref()?;
     let container = exp.spec.container.as_deref();
-    if let Err(e) = workload::app_container_index(target, container)
+    // Server flags that cannot be rewritten would leave a candidate on the baseline's config:
+    // every candidate a selection may choose is checked before anything runs.
+    let configs = match exp.spec.selects() {
+        true => exp.spec.candidate_list().iter().collect(),
+        false => vec![walked(exp)],
+    };
+    let rendered = workload::app_container_index(target, container)
         .and_then(|_| workload::target_match_labels(target))
-        // Server flags that cannot be rewritten would leave the candidate on the baseline's
-        // config.
-        .and_then(|_| workload::promoted_template(target, exp.spec.single_candidate(), container))
-    {
+        .and_then(|_| {
+            configs
+                .iter()
+                .try_for_each(|c| workload::promoted_template(target, c, container).map(|_| ()))
+        });
+    if let Err(e) = rendered {
         return Some(e.to_string());
     }
     if exp.spec.traffic.router.uses_route() {
@@ -224,10 +240,10 @@ pub fn observations(
     let target = fetched.target.as_ref().map(|d| TargetState {
         deployment: workload::rollout_state(d),
         baseline: workload::read_baseline(d, container, &fetched.configmaps).ok(),
-        runs_candidate_config: workload::runs_config(d, exp.spec.single_candidate(), container),
+        runs_candidate_config: workload::runs_config(d, walked(exp), container),
         template_hash: template_hash(d),
-        promoted_hash: workload::promoted_fingerprint(d, exp.spec.single_candidate(), container),
-        promotion_patch: workload::promotion_patch(d, exp.spec.single_candidate(), container).ok(),
+        promoted_hash: workload::promoted_fingerprint(d, walked(exp), container),
+        promotion_patch: workload::promotion_patch(d, walked(exp), container).ok(),
     });
     Observations {
         now,
@@ -243,7 +259,7 @@ pub fn observations(
         // Someone else's Deployment by that name is not the candidate (see `not_ours`).
         candidate: our_candidate(exp, fetched).map(workload::rollout_state),
         candidate_runs_spec_config: our_candidate(exp, fetched)
-            .is_some_and(|d| workload::runs_config(d, exp.spec.single_candidate(), container)),
+            .is_some_and(|d| workload::runs_config(d, walked(exp), container)),
         candidate_problem: fetched.candidate_problem.clone(),
         not_ours: not_ours(exp, fetched),
         candidate_cpu_limit: fetched

@@ -103,6 +103,9 @@ async fn reconcile_inner(exp: &ConcurrencyExperiment, ctx: &Context) -> Result<R
     let fetched = super::fetch::fetch(&ctx.client, &ctx.caches, exp).await?;
     let now = jiff::Timestamp::now();
     let mut observations = observe::observations(exp, &fetched, now);
+    if observations.spec_error.is_none() {
+        observations.spec_error = observe::selection_refusal(exp, ctx.settings.run_selections);
+    }
     let current = exp.status.clone().unwrap_or_default();
 
     if !deleting
@@ -150,7 +153,13 @@ async fn reconcile_inner(exp: &ConcurrencyExperiment, ctx: &Context) -> Result<R
         .original
         .as_ref()
         .and_then(|o| o.route_backend_refs.as_deref());
-    Actor::new(ctx, exp, &fetched, original_route)?
+    // The actions render from the status just decided: the step that chooses a selection's
+    // winner also creates its candidate, and the stored status does not name it yet.
+    let decided = ConcurrencyExperiment {
+        status: Some(step.status.clone()),
+        ..exp.clone()
+    };
+    Actor::new(ctx, &decided, &fetched, original_route)?
         .execute(&step.actions)
         .await?;
     record_metrics(ctx, &exp.spec, &current, &step, &observations);

@@ -172,6 +172,18 @@ impl<'a> Ctx<'a> {
         spec.walked_candidate(Some(&self.status))
     }
 
+    /// The highest share any variant of this experiment gets now — the candidate's, the fresh
+    /// baseline's, a selection candidate's: nonzero while the route is still split by it.
+    pub fn route_traffic(&self) -> i32 {
+        let variants = self.obs.selection.iter().flat_map(|s| {
+            s.candidates
+                .iter()
+                .chain([&s.fresh_baseline])
+                .map(|v| v.share)
+        });
+        variants.fold(self.obs.effective_weight, i32::max)
+    }
+
     /// `status.selection`, made empty if missing.
     pub fn selection(&mut self) -> &mut crate::api::SelectionStatus {
         self.status.selection.get_or_insert_with(Default::default)

@@ -36,7 +36,7 @@ pub fn promote(cx: &mut Ctx) {
         ));
         return cx.wait(POLL);
     }
-    if router.needs_restore(cx.obs.effective_weight) {
+    if router.needs_restore(cx.route_traffic()) {
         cx.actions.push(Action::RestoreRoute);
         cx.status.message =
             Some("Promoting: the target runs the candidate config; restoring the route.".into());
@@ -63,11 +63,7 @@ pub fn promote(cx: &mut Ctx) {
 /// to restore, so the candidate is removed at once.
 pub fn roll_back(cx: &mut Ctx) {
     cx.update_variants();
-    let route_restored = !cx
-        .spec
-        .traffic
-        .router
-        .needs_restore(cx.obs.effective_weight);
+    let route_restored = !cx.spec.traffic.router.needs_restore(cx.route_traffic());
     if !route_restored {
         cx.actions.push(Action::RestoreRoute);
     }

@@ -105,7 +105,8 @@ pub enum SelectionAction {
     },
     /// Delete candidate `index`'s Deployment and Service (eliminated, or the choice is made).
     RemoveVariant { index: usize },
-    /// Delete the fresh baseline's Deployment and Service (the experiment is finishing).
+    /// Delete the fresh baseline's Deployment and Service, and the split's baseline Service
+    /// (the experiment is finishing; the route is restored).
     RemoveFreshBaseline,
 }
 

@@ -316,24 +316,18 @@ fn decide(cx: &mut Ctx, t: &Timing) {
     st.winner = Some(choice.winner);
     st.message = Some(msg.clone());
     cx.event(EventType::Normal, CANDIDATE_CHOSEN, msg);
-    if let Some(obs) = cx.obs.selection.as_ref() {
-        for (i, v) in obs.candidates.iter().enumerate() {
-            if v.deployment.is_some() {
-                cx.actions
-                    .push(Action::Selection(SelectionAction::RemoveVariant {
-                        index: i,
-                    }));
-            }
-        }
-    }
+    // The candidate variants go in `remove_leftovers`, traffic first.
     cx.status.phase = Phase::Progressing;
     cx.update_variants();
     progress::start(cx, t);
 }
 
 /// After the choice (or a rollback) candidate variants still seen are removed, every step
-/// until they are gone. The fresh baseline stays through the stages as their reference
-/// (docs/selection.md) and goes once the experiment promotes, rolls back or is deleted.
+/// until they are gone — each once its traffic is back on the others (`gatewayAPI`: after
+/// the choice the route is set to the fresh baseline's share alone; finishing, `RestoreRoute`
+/// takes the variants out of it). The fresh baseline stays through the stages as their
+/// reference (docs/selection.md) and goes once the experiment promotes, rolls back or is
+/// deleted.
 pub(super) fn remove_leftovers(cx: &mut Ctx) {
     let phase = cx.status.phase;
     if phase == Phase::Selecting {
@@ -342,23 +336,31 @@ pub(super) fn remove_leftovers(cx: &mut Ctx) {
     let Some(obs) = cx.obs.selection.as_ref() else {
         return;
     };
+    let router = cx.spec.traffic.router;
     let finishing = cx.obs.deleting || !matches!(phase, Phase::Progressing | Phase::Paused);
-    if finishing && obs.fresh_baseline.deployment.is_some() {
-        cx.actions
-            .push(Action::Selection(SelectionAction::RemoveFreshBaseline));
+    let fresh = &obs.fresh_baseline;
+    let mut actions = Vec::new();
+    let live: Vec<usize> = (0..obs.candidates.len())
+        .filter(|&i| obs.candidates[i].deployment.is_some())
+        .collect();
+    let routed = live.iter().any(|&i| obs.candidates[i].share != 0);
+    if !finishing && routed && router.uses_route() {
+        actions.push(SelectionAction::SetWeights {
+            candidates: Vec::new(),
+            fresh_baseline: fresh.share,
+        });
     }
-    let asked = |cx: &Ctx, i: usize| {
-        cx.actions
-            .contains(&Action::Selection(SelectionAction::RemoveVariant {
-                index: i,
-            }))
-    };
-    for (i, v) in obs.candidates.iter().enumerate() {
-        if v.deployment.is_some() && !asked(cx, i) {
-            cx.actions
-                .push(Action::Selection(SelectionAction::RemoveVariant {
-                    index: i,
-                }));
+    for i in live {
+        if router.variant_traffic_back(obs.candidates[i].share) {
+            actions.push(SelectionAction::RemoveVariant { index: i });
+        }
+    }
+    if finishing && fresh.deployment.is_some() && router.variant_traffic_back(fresh.share) {
+        actions.push(SelectionAction::RemoveFreshBaseline);
+    }
+    for a in actions.into_iter().map(Action::Selection) {
+        if !cx.actions.contains(&a) {
+            cx.actions.push(a);
         }
     }
 }

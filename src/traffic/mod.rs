@@ -11,7 +11,7 @@ mod split;
 
 pub use gateway::{
     restore_route_patch, route_backend_refs, route_services, route_shares, route_weight,
-    weighted_route_patch, HTTPROUTE_API_VERSION,
+    split_route_patch, HTTPROUTE_API_VERSION,
 };
 pub use router::Router;
 pub use selection::{SelectionSplit, SplitTooCoarse};

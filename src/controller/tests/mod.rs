@@ -17,5 +17,6 @@ mod promote;
 mod reconcile;
 mod run;
 mod scale;
+mod select;
 mod status;
 mod variants;

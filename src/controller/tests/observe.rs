@@ -254,12 +254,15 @@ fn spec_errors_name_the_field() {
 fn a_selection_or_a_fresh_baseline_is_refused_until_the_shell_runs_them() {
     let mut exp = experiment();
     exp.spec.baseline = Some(crate::api::BaselineSpec { fresh: true });
-    let err = spec_error(&exp, &fetched(Some(target(6, 6))));
+    assert_eq!(spec_error(&exp, &fetched(Some(target(6, 6)))), None);
+    let err = selection_refusal(&exp, false);
     assert_eq!(err.as_deref(), Some(SELECTION_NOT_RUN));
+    assert_eq!(selection_refusal(&exp, true), None);
+    assert_eq!(selection_refusal(&experiment(), false), None);
     let mut exp = experiment();
     let one = exp.spec.candidate.take().unwrap();
     exp.spec.candidates = Some(vec![one.clone(), one]);
-    let err = spec_error(&exp, &fetched(Some(target(6, 6)))).unwrap();
+    let err = selection_refusal(&exp, false).unwrap();
     assert!(err.starts_with("spec.candidates: "), "{err}");
 }
 

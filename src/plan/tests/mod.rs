@@ -17,6 +17,7 @@ mod reason;
 mod retry;
 mod rollback;
 mod select;
+mod select_gateway;
 mod selection_world;
 mod target;
 mod walk;

@@ -83,6 +83,11 @@ impl Sel {
             })
             .clone();
         for a in &step.actions {
+            if *a == Action::RestoreRoute {
+                // The route's original refs name none of the variants.
+                self.weights.iter_mut().for_each(|w| *w = 0);
+                self.fresh_weight = 0;
+            }
             let Action::Selection(a) = a else { continue };
             let ready = |n: i32| DeploymentState {
                 replicas: n,
@@ -106,7 +111,10 @@ impl Sel {
                     }
                     self.fresh_weight = *fresh_baseline;
                 }
-                SelectionAction::RemoveFreshBaseline => self.fresh = None,
+                SelectionAction::RemoveFreshBaseline => {
+                    assert_eq!(self.fresh_weight, 0, "pods removed under live route weight");
+                    self.fresh = None
+                }
                 SelectionAction::RemoveVariant { index } => {
                     assert_eq!(
                         self.weights[*index], 0,

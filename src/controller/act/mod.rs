@@ -24,9 +24,12 @@ use super::error::{is_not_found, Error, Result};
 use super::fetch::{http_route_resource, Fetched};
 use super::observe::{owned_services, service_named};
 use super::owner::owned_by;
+use super::variants::ServiceNames;
 use crate::api::{ConcurrencyExperiment, ANNOTATION_APPROVE, ANNOTATION_RETRY};
 use crate::plan::{Action, EventType};
 use crate::{traffic, workload};
+
+mod variants;
 
 /// Executes one reconcile's actions against the cluster.
 pub struct Actor<'a> {
@@ -71,7 +74,7 @@ impl<'a> Actor<'a> {
                 Action::RemoveCandidate => self.remove_candidate().await?,
                 Action::ClearApproval => self.clear_annotation(ANNOTATION_APPROVE).await?,
                 Action::ClearRetry => self.clear_annotation(ANNOTATION_RETRY).await?,
-                Action::Selection(a) => return Err(Error::SelectionNotRun(format!("{a:?}"))),
+                Action::Selection(a) => self.selection(a).await?,
                 Action::Event {
                     type_,
                     reason,
@@ -213,7 +216,7 @@ impl<'a> Actor<'a> {
         let target = self.target("promote")?;
         let template = workload::promoted_template(
             target,
-            self.exp.spec.single_candidate(),
+            self.exp.spec.walked_candidate(self.exp.status.as_ref()),
             self.exp.spec.container.as_deref(),
         )?;
         let patch = json!({
@@ -254,14 +257,35 @@ impl<'a> Actor<'a> {
         let (baseline_name, candidate_name) = (baseline.name_any(), candidate.name_any());
         self.apply_service(baseline).await?;
         self.apply_service(candidate).await?;
+        let backends = [
+            (baseline_name.as_str(), 100 - candidate_weight.clamp(0, 100)),
+            (candidate_name.as_str(), candidate_weight),
+        ];
+        self.patch_route_split(&backends).await
+    }
+
+    /// Splits the route between `backends`, replacing the refs to any Service of this
+    /// experiment: after a selection, stage 1's split replaces the selection's.
+    async fn patch_route_split(&self, backends: &[(&str, i32)]) -> Result<()> {
+        let mut ours: Vec<String> = owned_services(self.exp, self.fetched)
+            .map(|s| s.name_any())
+            .collect();
+        if let Some(names) = ServiceNames::new(
+            self.exp,
+            &self.fetched.services,
+            self.fetched.service.as_ref(),
+        ) {
+            ours.push(names.baseline);
+            ours.push(names.fresh_baseline);
+            ours.extend(names.candidates);
+        }
+        if let Some(user) = &self.fetched.service {
+            ours.push(workload::candidate_service_name(&user.name_any()));
+        }
+        let ours: Vec<&str> = ours.iter().map(String::as_str).collect();
         let route = self.route()?;
-        let patch = traffic::weighted_route_patch(
-            route,
-            &self.user_service()?.name_any(),
-            &baseline_name,
-            &candidate_name,
-            candidate_weight,
-        )?;
+        let user = self.user_service()?.name_any();
+        let patch = traffic::split_route_patch(route, &user, &ours, backends)?;
         self.patch_route(patch).await
     }
 
