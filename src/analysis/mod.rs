@@ -33,8 +33,8 @@ pub use recommend::{
 };
 pub use reference::{last_baseline, reference_baseline};
 pub use selection::{
-    analyse_selection, objective, unreachable_selection, CandidateAnalysis, CandidateToJudge,
-    Objective, SelectionAnalysis, SelectionContext,
+    analyse_selection, baseline_values, objective, unreachable_selection, CandidateAnalysis,
+    CandidateToJudge, Objective, SelectionAnalysis, SelectionContext,
 };
 pub use source::{MetricSource, PrometheusError};
 pub use stats::{compare, mann_whitney_greater, samples, MannWhitney};

@@ -1,6 +1,7 @@
 //! A selection's interval (docs/selection.md): every surviving candidate judged against the
-//! fresh baseline with the spec's checks (`analyse`, once per candidate), the objective per
-//! variant, and the long-running target's check values beside the fresh baseline's.
+//! fresh baseline with the spec's checks (`analyse`, once per candidate) and the objective per
+//! variant; and, for selections and stages alike, the long-running target's check values
+//! beside the fresh baseline's (`baseline_values`).
 
 use std::collections::BTreeMap;
 
@@ -42,15 +43,13 @@ pub struct CandidateToJudge {
 }
 
 /// One interval of the selection: every surviving candidate judged against the fresh
-/// baseline, the objective per variant, and both baselines' values.
+/// baseline, and the objective per variant.
 #[derive(Clone, Debug, PartialEq)]
 pub struct SelectionAnalysis {
     pub at: Timestamp,
     /// The fresh baseline's objective value in the interval.
     pub fresh_baseline_objective: Option<f64>,
     pub candidates: Vec<CandidateAnalysis>,
-    /// Each check on the long-running target and on the fresh baseline.
-    pub target_values: Vec<BaselineValues>,
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -169,31 +168,28 @@ pub async fn analyse_selection(
         at: base.now,
         fresh_baseline_objective,
         candidates,
-        target_values: baseline_values(source, spec, sctx).await,
     }
 }
 
-/// Each check's value on the target (as baseline) and on the fresh baseline (as candidate),
-/// unjudged: status shows them side by side.
-async fn baseline_values(
+/// Each check's value on the long-running `target` and on the fresh baseline (`ctx`'s
+/// baseline), unjudged: status shows them side by side.
+pub async fn baseline_values(
     source: &impl MetricSource,
     spec: &ConcurrencyExperimentSpec,
-    sctx: &SelectionContext,
+    ctx: &AnalysisContext,
+    target: &str,
 ) -> Vec<BaselineValues> {
     let Ok(interval) = parse_duration("spec.analysis.interval", &spec.analysis.interval) else {
         return Vec::new();
     };
-    let base = &sctx.base;
+    let base = ctx;
     let vars = |deployment: &str| TemplateVars {
         namespace: base.namespace.clone(),
         pods: pods_regex(deployment),
         interval,
         container: base.container.clone(),
     };
-    let (target, fresh) = (
-        vars(&sctx.target_deployment),
-        vars(&base.baseline_deployment),
-    );
+    let (target, fresh) = (vars(target), vars(&base.baseline_deployment));
     let analysis = &spec.analysis;
     let mut out = Vec::with_capacity(analysis.checks.len());
     for check in &analysis.checks {
@@ -239,6 +235,5 @@ pub fn unreachable_selection(sctx: &SelectionContext, reason: &str) -> Selection
         at: base.now,
         fresh_baseline_objective: None,
         candidates,
-        target_values: Vec::new(),
     }
 }

@@ -15,7 +15,10 @@ use super::observe::{cpu_limits, variant_cpu_limit};
 use crate::analysis::{
     self, AnalysisContext, CandidateToJudge, SelectionAnalysis, SelectionContext,
 };
-use crate::api::{AnalysisRecord, ConcurrencyExperiment, ConcurrencyExperimentStatus, Verdict};
+use crate::api::{
+    AnalysisRecord, ConcurrencyExperiment, ConcurrencyExperimentStatus, FreshBaselineStatus,
+    Verdict,
+};
 use crate::plan::{AnalysisOutcome, SelectionObservations};
 use crate::workload;
 
@@ -97,7 +100,8 @@ pub fn selection_context(
     }))
 }
 
-/// One interval of a selection (`plan::next_analysis_at` says when).
+/// One interval of a selection (`plan::next_analysis_at` says when), and both baselines'
+/// values of it.
 pub async fn run_selection(
     ctx: &Context,
     exp: &ConcurrencyExperiment,
@@ -105,7 +109,7 @@ pub async fn run_selection(
     status: &ConcurrencyExperimentStatus,
     observed: &SelectionObservations,
     now: Timestamp,
-) -> Result<Option<SelectionAnalysis>> {
+) -> Result<Option<(SelectionAnalysis, Option<FreshBaselineStatus>)>> {
     let Some(sctx) = selection_context(exp, fetched, status, observed, now)? else {
         return Ok(None);
     };
@@ -114,8 +118,22 @@ pub async fn run_selection(
         .prometheus
         .client(url, ctx.settings.prometheus_timeout, &ctx.metrics);
     Ok(Some(match client {
-        Ok(client) => analysis::analyse_selection(&client, &exp.spec, &sctx).await,
-        Err(e) => analysis::unreachable_selection(&sctx, &format!("Prometheus {url}: {e}")),
+        Ok(client) => {
+            let a = analysis::analyse_selection(&client, &exp.spec, &sctx).await;
+            let target = &sctx.target_deployment;
+            let checks = analysis::baseline_values(&client, &exp.spec, &sctx.base, target).await;
+            (
+                a,
+                Some(FreshBaselineStatus {
+                    at: Time(now),
+                    checks,
+                }),
+            )
+        }
+        Err(e) => (
+            analysis::unreachable_selection(&sctx, &format!("Prometheus {url}: {e}")),
+            None,
+        ),
     }))
 }
 

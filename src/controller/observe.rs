@@ -278,6 +278,8 @@ pub fn observations(
         effective_weight: effective_weight(exp, fetched),
         route_backend_refs: original_route_refs(fetched),
         analysis: None,
+        // Measured with the analysis, when there is a fresh baseline to measure.
+        baselines: None,
         selection: variants::observe(
             exp,
             &fetched.variants,

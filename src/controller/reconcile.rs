@@ -115,8 +115,11 @@ async fn reconcile_inner(exp: &ConcurrencyExperiment, ctx: &Context) -> Result<R
         match observations.selection.as_mut() {
             // A selection's interval: every candidate against the fresh baseline.
             Some(sel) if current.phase == Phase::Selecting => {
-                sel.analysis =
-                    super::analyse::run_selection(ctx, exp, &fetched, &current, sel, now).await?;
+                let ran = super::analyse::run_selection(ctx, exp, &fetched, &current, sel, now);
+                if let Some((analysis, baselines)) = ran.await? {
+                    sel.analysis = Some(analysis);
+                    observations.baselines = baselines;
+                }
             }
             _ => {
                 let weight = observations.effective_weight;

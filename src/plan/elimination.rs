@@ -7,7 +7,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use super::analysis;
 use super::ctx::Ctx;
 use super::observations::{EventType, SelectionAnalysis};
-use crate::api::{Elimination, FreshBaselineStatus, Verdict, KEPT_ANALYSES};
+use crate::api::{Elimination, Verdict, KEPT_ANALYSES};
 
 /// Below this utilization (busiest pod's rate / estimated capacity) on every variant an
 /// analysis is low signal: latency and queue time cannot tell configs apart there.
@@ -26,12 +26,6 @@ pub(super) fn record(cx: &mut Ctx, a: &SelectionAnalysis) {
         return;
     }
     cx.status.last_analysis_at = Some(Time(a.at));
-    if !a.target_values.is_empty() {
-        cx.status.fresh_baseline = Some(FreshBaselineStatus {
-            at: Time(a.at),
-            checks: a.target_values.clone(),
-        });
-    }
     let limit = cx.spec.analysis.failure_limit;
     let mut utilizations = Vec::new();
     let mut eliminated = Vec::new();

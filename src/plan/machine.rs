@@ -27,7 +27,20 @@ pub fn step(
     retry::settle(&mut cx);
     remember_route(&mut cx);
     external::remember(&mut cx);
+    remember_baselines(&mut cx);
     cx.finish()
+}
+
+/// Both baselines' values of the latest interval that measured them (a replay of an older
+/// one changes nothing).
+fn remember_baselines(cx: &mut Ctx) {
+    let Some(new) = &cx.obs.baselines else {
+        return;
+    };
+    let stored = cx.status.fresh_baseline.as_ref().map(|f| f.at.0);
+    if stored.is_none_or(|at| new.at.0 > at) {
+        cx.status.fresh_baseline = Some(new.clone());
+    }
 }
 
 /// The route's backendRefs as they were before the experiment touched them, kept once (with

@@ -5,7 +5,9 @@ use std::time::Duration;
 use jiff::Timestamp;
 
 pub use crate::analysis::{AnalysisOutcome, CandidateAnalysis, SelectionAnalysis};
-use crate::api::{ConcurrencyExperimentStatus, PromotionPatch, RenderedServer};
+use crate::api::{
+    ConcurrencyExperimentStatus, FreshBaselineStatus, PromotionPatch, RenderedServer,
+};
 pub use crate::workload::DeploymentState;
 
 /// Everything the shell observed in one reconcile.
@@ -66,6 +68,9 @@ pub struct Observations {
     pub analysis: Option<AnalysisOutcome>,
     /// The selection's variants and analyses (docs/selection.md); `None` outside a selection.
     pub selection: Option<SelectionObservations>,
+    /// Set with an analysis against a fresh baseline: each check on the long-running target
+    /// and on the fresh baseline (`status.freshBaseline`).
+    pub baselines: Option<FreshBaselineStatus>,
 }
 
 /// What the shell observed of a selection in one reconcile.

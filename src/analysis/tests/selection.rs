@@ -89,7 +89,8 @@ fn selection_context(spec: &ConcurrencyExperimentSpec) -> SelectionContext {
 #[tokio::test]
 async fn each_candidate_is_judged_against_the_fresh_baseline_with_its_objective() {
     let spec = spec("{minimize: memory}");
-    let a = analyse_selection(&Table, &spec, &selection_context(&spec)).await;
+    let sctx = selection_context(&spec);
+    let a = analyse_selection(&Table, &spec, &sctx).await;
     let seen: Vec<_> = a
         .candidates
         .iter()
@@ -119,8 +120,8 @@ async fn each_candidate_is_judged_against_the_fresh_baseline_with_its_objective(
     let cap = a.candidates[1].outcome.record.capacity.as_ref().unwrap();
     assert_eq!(cap.candidate.as_ref().unwrap().cpu_per_request, Some(0.008));
     // Both baselines' values side by side: the target's older pods are slower here.
-    let values: Vec<_> = a
-        .target_values
+    let values = baseline_values(&Table, &spec, &sctx.base, &sctx.target_deployment).await;
+    let values: Vec<_> = values
         .iter()
         .map(|v| (v.name.as_str(), v.target, v.fresh))
         .collect();

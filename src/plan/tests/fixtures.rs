@@ -251,6 +251,7 @@ impl World {
             route_backend_refs: None,
             analysis: None,
             selection: None,
+            baselines: None,
         }
     }
 }

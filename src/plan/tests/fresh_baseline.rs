@@ -3,7 +3,7 @@
 
 use super::selection_world::*;
 use super::*;
-use crate::api::BaselineValues;
+use crate::api::{BaselineValues, FreshBaselineStatus};
 
 fn values(target: f64, fresh: f64) -> Vec<BaselineValues> {
     vec![BaselineValues {
@@ -15,36 +15,25 @@ fn values(target: f64, fresh: f64) -> Vec<BaselineValues> {
 }
 
 #[test]
-fn both_baselines_values_are_recorded_from_the_selections_analysis_and_not_replayed() {
+fn both_baselines_values_are_recorded_from_the_analysis_that_measured_them_once() {
     let mut s = Sel::new(selection_spec(""), 6);
     s.tick(None);
     s.tick(None);
     assert_eq!(s.run.status.fresh_baseline, None);
-    s.run.now += 60;
-    let analysis = |target: f64, now: i64| SelectionAnalysis {
-        at: at(now),
-        fresh_baseline_objective: Some(150.0 * MIB),
-        candidates: Vec::new(),
-        target_values: values(target, 150.0),
+    let measured = |target: f64, secs: i64| FreshBaselineStatus {
+        at: Time(at(secs)),
+        checks: values(target, 150.0),
     };
-    let now = s.run.now;
-    s.tick(Some(analysis(210.0, now)));
+    let tick = |s: &mut Sel, b: FreshBaselineStatus| {
+        s.run.tick_with(None, |o| o.baselines = Some(b.clone()));
+    };
+    tick(&mut s, measured(210.0, 60));
     let recorded = s.run.status.fresh_baseline.clone().unwrap();
-    assert_eq!(recorded.at, Time(at(now)));
-    assert_eq!(recorded.checks, values(210.0, 150.0));
+    assert_eq!(recorded, measured(210.0, 60));
     // The same interval again (a replay after a restart) changes nothing.
-    s.tick(Some(analysis(999.0, now)));
+    tick(&mut s, measured(999.0, 60));
     assert_eq!(s.run.status.fresh_baseline.as_ref(), Some(&recorded));
     // The next interval replaces it.
-    s.run.now += 60;
-    let later = s.run.now;
-    s.tick(Some(analysis(220.0, later)));
-    assert_eq!(
-        s.run
-            .status
-            .fresh_baseline
-            .as_ref()
-            .map(|f| f.checks.clone()),
-        Some(values(220.0, 150.0))
-    );
+    tick(&mut s, measured(220.0, 120));
+    assert_eq!(s.run.status.fresh_baseline, Some(measured(220.0, 120)));
 }

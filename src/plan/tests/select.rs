@@ -222,7 +222,6 @@ fn low_signal_is_counted_and_require_signal_holds_the_choice() {
             at,
             fresh_baseline_objective: Some(200.0 * MIB),
             candidates,
-            target_values: Vec::new(),
         }));
     }
     assert_eq!(s.run.status.phase, Phase::Selecting);

@@ -165,7 +165,6 @@ impl Sel {
             at,
             fresh_baseline_objective: Some(200.0 * MIB),
             candidates,
-            target_values: Vec::new(),
         }))
     }
 
