@@ -11,6 +11,7 @@ use super::context::Context;
 use super::error::{Error, Result};
 use super::fetch::Fetched;
 use super::observe::{cpu_limits, variant_cpu_limit};
+use super::owner::owned_by;
 
 use crate::analysis::{
     self, AnalysisContext, CandidateToJudge, SelectionAnalysis, SelectionContext,
@@ -19,7 +20,7 @@ use crate::api::{
     AnalysisRecord, ConcurrencyExperiment, ConcurrencyExperimentStatus, FreshBaselineStatus,
     Verdict,
 };
-use crate::plan::{AnalysisOutcome, SelectionObservations};
+use crate::plan::{self, AnalysisOutcome, SelectionObservations};
 use crate::workload;
 
 /// Where the analysis looks, or `None` when the target is gone (nothing to compare).
@@ -36,10 +37,14 @@ pub fn analysis_context(
     let name = exp.spec.container.as_deref();
     let container = workload::app_container(target, name)?;
     let (baseline_cpu_limit, candidate_cpu_limit) = cpu_limits(exp, container);
+    let baseline = match fresh_beside(exp, fetched, status) {
+        Some(fresh) => fresh.name_any(),
+        None => target.name_any(),
+    };
     Ok(Some(AnalysisContext {
         namespace: exp.namespace().ok_or(Error::MissingNamespace)?,
         container: container.name.clone(),
-        baseline_deployment: target.name_any(),
+        baseline_deployment: baseline,
         candidate_deployment: workload::candidate_name(&target.name_any()),
         stage_index: status.stage_index.unwrap_or_default(),
         weight: effective_weight,
@@ -49,6 +54,26 @@ pub fn analysis_context(
         candidate_cpu_limit,
         candidate_server: Some(exp.spec.walked_candidate(Some(status)).clone()),
     }))
+}
+
+/// The fresh baseline the stage judges the candidate against (docs/selection.md): the
+/// experiment's own, copied from the target's template as it is, with ready pods, at a stage
+/// that keeps one beside the candidate. Otherwise the long-running target is the baseline.
+fn fresh_beside<'a>(
+    exp: &ConcurrencyExperiment,
+    fetched: &'a Fetched,
+    status: &ConcurrencyExperimentStatus,
+) -> Option<&'a k8s_openapi::api::apps::v1::Deployment> {
+    let target = fetched.target.as_ref()?;
+    let original = status.original.as_ref()?.replicas;
+    let stage = usize::try_from(status.stage_index?).ok()?;
+    let weight = exp.spec.stages.get(stage)?.weight;
+    plan::fresh_baseline(&exp.spec, original, weight)?;
+    fetched.variants.fresh_baseline.as_ref().filter(|f| {
+        owned_by(*f, exp)
+            && workload::copies_target_template(f, target)
+            && workload::rollout_state(f).ready_replicas > 0
+    })
 }
 
 /// Where a selection's interval looks, or `None` when the target is gone: each candidate
@@ -144,7 +169,7 @@ pub async fn run(
     status: &ConcurrencyExperimentStatus,
     effective_weight: i32,
     now: Timestamp,
-) -> Result<Option<AnalysisOutcome>> {
+) -> Result<Option<(AnalysisOutcome, Option<FreshBaselineStatus>)>> {
     let Some(actx) = analysis_context(exp, fetched, status, effective_weight, now)? else {
         return Ok(None);
     };
@@ -152,9 +177,19 @@ pub async fn run(
     let client = ctx
         .prometheus
         .client(url, ctx.settings.prometheus_timeout, &ctx.metrics);
+    let mut baselines = None;
     let outcome = match client {
         Ok(client) => {
             let (history, reference) = (&status.analyses, &status.baseline_reference);
+            let target = fetched.target.as_ref().map(|t| t.name_any());
+            // Against a fresh baseline: the long-running target's values beside it.
+            if let Some(target) = target.filter(|t| *t != actx.baseline_deployment) {
+                let checks = analysis::baseline_values(&client, &exp.spec, &actx, &target).await;
+                baselines = Some(FreshBaselineStatus {
+                    at: Time(now),
+                    checks,
+                });
+            }
             analysis::analyse(&client, &exp.spec, &actx, history, reference).await
         }
         Err(e) => AnalysisOutcome {
@@ -173,5 +208,5 @@ pub async fn run(
             no_data: false,
         },
     };
-    Ok(Some(outcome))
+    Ok(Some((outcome, baselines)))
 }

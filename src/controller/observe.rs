@@ -7,7 +7,7 @@ use kube::{Resource, ResourceExt};
 
 use super::fetch::Fetched;
 use super::owner::owned_by;
-use super::variants;
+use super::variants::{self, ServiceNames};
 use crate::api::{
     ConcurrencyExperiment, ServerConfig, ANNOTATION_ABORT, ANNOTATION_APPROVE, ANNOTATION_RETRY,
 };
@@ -166,15 +166,31 @@ pub fn effective_weight(exp: &ConcurrencyExperiment, fetched: &Fetched) -> i32 {
         d.map(|d| workload::rollout_state(d).ready_replicas)
             .unwrap_or(0)
     };
+    // A fresh baseline beside the candidate serves the baseline's config: its pods and its
+    // route weight are the baseline's side of the split.
+    let fresh = fetched
+        .variants
+        .fresh_baseline
+        .as_ref()
+        .filter(|d| owned_by(*d, exp));
+    let fresh_service = ServiceNames::new(exp, &fetched.services, fetched.service.as_ref())
+        .map(|n| n.fresh_baseline);
     let route_weight = match (&fetched.route, variant_service_names(exp, fetched)) {
         (Some(route), Some((baseline, candidate))) => {
-            traffic::route_weight(route, &baseline, &candidate)
+            let split = traffic::route_weight(route, &baseline, &candidate);
+            match (split, fresh_service) {
+                (Some(_), Some(f)) => {
+                    let shares = traffic::route_shares(route, &[&baseline, &candidate, &f]);
+                    shares.get(1).copied()
+                }
+                (split, _) => split,
+            }
         }
         _ => None,
     };
     exp.spec.traffic.router.effective_weight(
         ready(our_candidate(exp, fetched)),
-        ready(fetched.target.as_ref()),
+        ready(fetched.target.as_ref()) + ready(fresh),
         route_weight,
     )
 }

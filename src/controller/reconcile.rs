@@ -123,8 +123,11 @@ async fn reconcile_inner(exp: &ConcurrencyExperiment, ctx: &Context) -> Result<R
             }
             _ => {
                 let weight = observations.effective_weight;
-                observations.analysis =
-                    super::analyse::run(ctx, exp, &fetched, &current, weight, now).await?;
+                let ran = super::analyse::run(ctx, exp, &fetched, &current, weight, now);
+                if let Some((outcome, baselines)) = ran.await? {
+                    observations.analysis = Some(outcome);
+                    observations.baselines = baselines;
+                }
             }
         }
     }

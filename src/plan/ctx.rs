@@ -160,10 +160,7 @@ impl<'a> Ctx<'a> {
 
     /// The pods a stage of `weight` percent gives each variant, and the share that makes.
     pub fn split(&self, weight: i32) -> ReplicaSplit {
-        self.spec
-            .traffic
-            .router
-            .split_sized(self.original(), weight, self.sizing())
+        super::split::stage_split(self.spec, self.original(), weight, self.sizing())
     }
 
     /// The candidate the stages walk: `spec.candidate`, or the selection's winner once chosen.

@@ -85,6 +85,7 @@ mod ctx;
 mod elimination;
 mod external;
 mod finish;
+mod fresh;
 mod machine;
 mod observations;
 mod pause;
@@ -104,6 +105,7 @@ pub use observations::*;
 pub use pause::PAUSED_BY_USER;
 pub use progress::{AWAITING_APPROVAL, AWAITING_EXTERNAL_PROMOTION, PROGRESS_DEADLINE_EXCEEDED};
 pub use select::CANDIDATE_CHOSEN;
+pub use split::fresh_baseline;
 pub use timing::{analysis_due, deadline_passed, next_analysis_at, AFTER_WRITE, POLL, TARGET_POLL};
 pub use validate::{validate, Timing};
 

@@ -158,8 +158,12 @@ pub enum Action {
     EnsureCandidate { replicas: i32 },
     /// Set the target Deployment's `spec.replicas`.
     ScaleTarget { replicas: i32 },
-    /// `gatewayAPI`: ensure the baseline/candidate Services and set the HTTPRoute weights.
-    SetRouteWeights { candidate_weight: i32 },
+    /// `gatewayAPI`: ensure the baseline/candidate Services and set the HTTPRoute weights,
+    /// percent: the candidate's, the fresh baseline's beside it (0: none), the baseline the rest.
+    SetRouteWeights {
+        candidate_weight: i32,
+        fresh_baseline: i32,
+    },
     /// `gatewayAPI`: put the HTTPRoute's original backendRefs back.
     RestoreRoute,
     /// Write the candidate server config into the target's pod template.

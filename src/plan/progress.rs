@@ -6,6 +6,7 @@ use super::capacity::{self, Gate, CAPACITY_UNKNOWN};
 use super::ctx::Ctx;
 use super::external;
 use super::finish;
+use super::fresh;
 use super::observations::{Action, EventType};
 use super::pause::{self, Pause};
 use super::split;
@@ -268,11 +269,18 @@ fn apply_split(cx: &mut Ctx, index: usize) -> bool {
     let candidate_done = candidate.is_some_and(|c| {
         c.replicas == split.candidate && c.rolled_out && cx.obs.candidate_runs_spec_config
     }) && candidate_ready;
-    if let Some(candidate_weight) = router.weight_to_apply(&live, candidate_ready) {
-        cx.actions
-            .push(Action::SetRouteWeights { candidate_weight });
+    let fresh = fresh::beside(cx, weight);
+    let apply = router.weight_to_apply(&live, candidate_ready);
+    // The fresh baseline's route weight is set with the candidate's, once its pods are ready.
+    let fresh_off = router.uses_route() && candidate_ready && fresh.ready && fresh.share_off;
+    if let Some(candidate_weight) = apply.or(fresh_off.then_some(weight)) {
+        cx.actions.push(Action::SetRouteWeights {
+            candidate_weight,
+            fresh_baseline: if fresh.ready { fresh.share } else { 0 },
+        });
     }
-    router.in_force(&split, &live, candidate_done)
+    let fresh_in_force = fresh.ready && !(router.uses_route() && fresh.share_off);
+    router.in_force(&split, &live, candidate_done) && fresh_in_force
 }
 
 /// The stage's duration has passed since its split was in force, at least one analysis in it

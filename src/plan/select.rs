@@ -325,9 +325,9 @@ fn decide(cx: &mut Ctx, t: &Timing) {
 /// After the choice (or a rollback) candidate variants still seen are removed, every step
 /// until they are gone — each once its traffic is back on the others (`gatewayAPI`: after
 /// the choice the route is set to the fresh baseline's share alone; finishing, `RestoreRoute`
-/// takes the variants out of it). The fresh baseline stays through the stages as their
-/// reference (docs/selection.md) and goes once the experiment promotes, rolls back or is
-/// deleted.
+/// takes the variants out of it). The fresh baseline stays through the stages below 100 % as
+/// their reference (docs/selection.md; `progress` keeps it at its size) and goes at 100 % —
+/// no baseline serves there — and once the experiment promotes, rolls back or is deleted.
 pub(super) fn remove_leftovers(cx: &mut Ctx) {
     let phase = cx.status.phase;
     if phase == Phase::Selecting {
@@ -355,7 +355,13 @@ pub(super) fn remove_leftovers(cx: &mut Ctx) {
             actions.push(SelectionAction::RemoveVariant { index: i });
         }
     }
-    if finishing && fresh.deployment.is_some() && router.variant_traffic_back(fresh.share) {
+    let weight = cx.status.stage_index.and_then(|i| usize::try_from(i).ok());
+    let weight = weight
+        .and_then(|i| cx.spec.stages.get(i))
+        .map_or(100, |s| s.weight);
+    let beside = super::split::fresh_baseline(cx.spec, cx.original(), weight).is_some();
+    let unused = finishing || !beside;
+    if unused && fresh.deployment.is_some() && router.variant_traffic_back(fresh.share) {
         actions.push(SelectionAction::RemoveFreshBaseline);
     }
     for a in actions.into_iter().map(Action::Selection) {

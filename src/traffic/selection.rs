@@ -3,6 +3,7 @@
 //! runs below the baseline's capacity while variants come and go.
 
 use super::router::Router;
+use super::split::ReplicaSplit;
 
 /// Pods and shares of one selection split.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -86,6 +87,23 @@ impl Router {
             share,
             candidates_total: total,
         })
+    }
+
+    /// A stage's split with a fresh baseline of `fresh` pods beside the candidate
+    /// (docs/selection.md): `replicas` puts them on top of the target's, behind the user's
+    /// Service, so the candidate's share is c / (b + c + f); `gatewayAPI` gives the fresh
+    /// baseline its own route weight and the candidate's stays exact.
+    pub fn with_fresh_baseline(self, split: ReplicaSplit, fresh: i32) -> ReplicaSplit {
+        match self {
+            Router::Replicas => ReplicaSplit {
+                planned_effective_weight: super::percent(
+                    split.candidate,
+                    split.baseline + split.candidate + fresh.max(0),
+                ),
+                ..split
+            },
+            Router::GatewayApi => split,
+        }
     }
 
     /// An eliminated variant's traffic is back on the others: the replicas router takes it

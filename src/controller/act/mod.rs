@@ -66,8 +66,12 @@ impl<'a> Actor<'a> {
             match action {
                 Action::EnsureCandidate { replicas } => self.ensure_candidate(*replicas).await?,
                 Action::ScaleTarget { replicas } => self.scale_target(*replicas).await?,
-                Action::SetRouteWeights { candidate_weight } => {
-                    self.set_route_weights(*candidate_weight).await?
+                Action::SetRouteWeights {
+                    candidate_weight,
+                    fresh_baseline,
+                } => {
+                    self.set_route_weights(*candidate_weight, *fresh_baseline)
+                        .await?
                 }
                 Action::RestoreRoute => self.restore_route().await?,
                 Action::PromoteTarget => self.promote_target().await?,
@@ -251,16 +255,28 @@ impl<'a> Actor<'a> {
         Ok(())
     }
 
-    async fn set_route_weights(&self, candidate_weight: i32) -> Result<()> {
+    /// A stage's split; with a fresh baseline beside the candidate, its Service gets
+    /// `fresh` percent (it is applied with the fresh baseline's Deployment).
+    async fn set_route_weights(&self, candidate_weight: i32, fresh: i32) -> Result<()> {
         let baseline = self.baseline_service()?;
         let candidate = self.candidate_service()?;
         let (baseline_name, candidate_name) = (baseline.name_any(), candidate.name_any());
         self.apply_service(baseline).await?;
         self.apply_service(candidate).await?;
-        let backends = [
-            (baseline_name.as_str(), 100 - candidate_weight.clamp(0, 100)),
-            (candidate_name.as_str(), candidate_weight),
+        let (c, f) = (candidate_weight.clamp(0, 100), fresh.max(0));
+        let names = ServiceNames::new(
+            self.exp,
+            &self.fetched.services,
+            self.fetched.service.as_ref(),
+        );
+        let fresh_name = names.map(|n| n.fresh_baseline).unwrap_or_default();
+        let mut backends = vec![
+            (baseline_name.as_str(), (100 - c - f).max(0)),
+            (candidate_name.as_str(), c),
         ];
+        if f > 0 {
+            backends.push((fresh_name.as_str(), f));
+        }
         self.patch_route_split(&backends).await
     }
 

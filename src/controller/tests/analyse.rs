@@ -145,3 +145,54 @@ fn a_selection_interval_judges_each_observed_survivor_against_the_fresh_baseline
     assert_eq!(judged, [(2, "storefront-candidate-3", 11, Some(2.0))]);
     assert_eq!(sctx.candidates[0].config.summary(), "puma 2×3");
 }
+
+#[test]
+fn a_stage_beside_a_ready_fresh_baseline_is_judged_against_it() {
+    use crate::api::{BaselineSpec, ConcurrencyExperimentStatus, OriginalState};
+    use crate::controller::analyse::analysis_context;
+    use crate::controller::fetch::Fetched;
+    use crate::controller::observe::effective_weight;
+    let mut exp = super::fixtures::experiment();
+    exp.spec.baseline = Some(BaselineSpec { fresh: true });
+    let target = super::fixtures::target(4, 4);
+    let mut fresh = crate::workload::fresh_baseline_deployment(&target, &exp, 1).unwrap();
+    fresh.status = serde_json::from_value(serde_json::json!({"readyReplicas": 1})).unwrap();
+    let mut candidate = crate::workload::candidate_deployment(&target, &exp, 2).unwrap();
+    candidate.status = serde_json::from_value(serde_json::json!({"readyReplicas": 2})).unwrap();
+    let mut fetched = Fetched {
+        target: Some(target),
+        candidate: Some(candidate),
+        ..Fetched::default()
+    };
+    fetched.variants.fresh_baseline = Some(fresh);
+    let at_stage = |index: i32| ConcurrencyExperimentStatus {
+        stage_index: Some(index),
+        original: Some(OriginalState {
+            replicas: 6,
+            ..Default::default()
+        }),
+        ..Default::default()
+    };
+    let baseline = |fetched: &Fetched, status: &ConcurrencyExperimentStatus| {
+        let ctx = analysis_context(&exp, fetched, status, 30, Timestamp::UNIX_EPOCH);
+        ctx.unwrap().unwrap().baseline_deployment
+    };
+    assert_eq!(
+        baseline(&fetched, &at_stage(0)),
+        "storefront-fresh-baseline"
+    );
+    // At 100 % (the default third stage) no fresh baseline is kept: the target's values.
+    assert_eq!(baseline(&fetched, &at_stage(2)), "storefront");
+    // Its pod serves the baseline's side: 2 candidate pods of 4 + 1 + 2.
+    assert_eq!(effective_weight(&exp, &fetched), 29);
+    // Someone else's Deployment by that name is never the reference.
+    fetched
+        .variants
+        .fresh_baseline
+        .as_mut()
+        .unwrap()
+        .metadata
+        .owner_references = None;
+    assert_eq!(baseline(&fetched, &at_stage(0)), "storefront");
+    assert_eq!(effective_weight(&exp, &fetched), 33);
+}

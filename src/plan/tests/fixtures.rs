@@ -187,9 +187,9 @@ impl World {
                         t.deployment.rolled_out = false;
                     }
                 }
-                Action::SetRouteWeights { candidate_weight } => {
-                    self.route_weight = *candidate_weight
-                }
+                Action::SetRouteWeights {
+                    candidate_weight, ..
+                } => self.route_weight = *candidate_weight,
                 Action::RestoreRoute => self.route_weight = 0,
                 Action::PromoteTarget => {
                     if let Some(t) = &mut self.target {

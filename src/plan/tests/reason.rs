@@ -96,6 +96,7 @@ fn the_machine_records_the_route_s_original_backend_refs_once() {
     let original = run.status.original.clone().unwrap();
     assert_eq!(original.route_backend_refs.as_deref(), Some(refs));
     assert!(run.log.contains(&Action::SetRouteWeights {
+        fresh_baseline: 0,
         candidate_weight: 30
     }));
 }

@@ -73,11 +73,20 @@ impl Sel {
 
     /// One reconcile, with the interval's analysis if given.
     pub fn tick(&mut self, analysis: Option<SelectionAnalysis>) -> Step {
+        self.tick_verdict(analysis, None)
+    }
+
+    /// One reconcile; in the stages, a due analysis of `verdict`.
+    pub fn tick_verdict(
+        &mut self,
+        analysis: Option<SelectionAnalysis>,
+        verdict: Option<Verdict>,
+    ) -> Step {
         let sel = self.observe(analysis);
         let abort = self.abort;
         let step = self
             .run
-            .tick_with(None, |o| {
+            .tick_with(verdict, |o| {
                 o.selection = Some(sel.clone());
                 o.abort_requested = abort;
             })
@@ -87,6 +96,11 @@ impl Sel {
                 // The route's original refs name none of the variants.
                 self.weights.iter_mut().for_each(|w| *w = 0);
                 self.fresh_weight = 0;
+            }
+            if let Action::SetRouteWeights { fresh_baseline, .. } = a {
+                // A stage's split replaces every variant ref: the candidates' go.
+                self.weights.iter_mut().for_each(|w| *w = 0);
+                self.fresh_weight = *fresh_baseline;
             }
             let Action::Selection(a) = a else { continue };
             let ready = |n: i32| DeploymentState {
