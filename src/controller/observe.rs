@@ -216,6 +216,16 @@ pub fn original_route_refs(fetched: &Fetched) -> Option<String> {
         .map(|refs| refs.to_string())
 }
 
+/// The route sends traffic to a Service this experiment made (a selection's split names no
+/// candidate Service, so `original_route_refs` alone would not see it): not the original.
+fn routes_to_ours(exp: &ConcurrencyExperiment, fetched: &Fetched) -> bool {
+    let Some(route) = &fetched.route else {
+        return false;
+    };
+    let in_route = traffic::route_services(route);
+    owned_services(exp, fetched).any(|s| in_route.contains(&s.name_any()))
+}
+
 /// The app container's CPU limit (cores) in the baseline and in the candidate the stages
 /// walk: the candidate gets its `resources` in place of the target's when they are set.
 pub fn cpu_limits(
@@ -292,7 +302,7 @@ pub fn observations(
             }
         }),
         effective_weight: effective_weight(exp, fetched),
-        route_backend_refs: original_route_refs(fetched),
+        route_backend_refs: original_route_refs(fetched).filter(|_| !routes_to_ours(exp, fetched)),
         analysis: None,
         // Measured with the analysis, when there is a fresh baseline to measure.
         baselines: None,

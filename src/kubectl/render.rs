@@ -293,7 +293,7 @@ pub fn experiment_detail(exp: &ConcurrencyExperiment, now: Timestamp) -> String 
         Some(c) => lines.push(format!("Candidate:   {}", variant_line(c))),
         None => lines.push(format!(
             "Candidate:   {} (not deployed)",
-            spec.single_candidate().summary()
+            spec.walked_candidate(Some(&st)).summary()
         )),
     }
     lines.push(format!(
@@ -364,7 +364,7 @@ pub fn list_row(exp: &ConcurrencyExperiment, now: Timestamp) -> Vec<String> {
             .as_ref()
             .map_or("-".into(), |b| b.summary.clone()),
         st.candidate.as_ref().map_or_else(
-            || exp.spec.single_candidate().summary(),
+            || exp.spec.walked_candidate(exp.status.as_ref()).summary(),
             |c| c.summary.clone(),
         ),
         st.decision

@@ -7,6 +7,7 @@ mod error;
 mod experiments;
 mod external;
 mod fixtures;
+mod fresh;
 mod gateway;
 mod index;
 mod metrics;

@@ -243,3 +243,42 @@ fn gateway_shares_are_the_route_weights_of_the_variant_services() {
         ["Service storefront-candidate-2"]
     );
 }
+
+#[test]
+fn a_route_split_by_a_selection_is_never_reported_as_the_original() {
+    use crate::controller::fetch::Fetched;
+    let mut exp = selection_experiment();
+    exp.spec.traffic =
+        serde_json::from_value(json!({"router": "gatewayAPI", "httpRoute": "storefront"})).unwrap();
+    let route = |refs: serde_json::Value| {
+        json!({
+            "metadata": {"name": "storefront", "namespace": NS},
+            "spec": {"rules": [{"backendRefs": refs}]},
+        })
+    };
+    let user = service("storefront", None, "");
+    let fetched = |route: serde_json::Value| Fetched {
+        target: Some(target(6, 6)),
+        route: Some(route),
+        service: Some(user.clone()),
+        services: vec![
+            user.clone(),
+            service("storefront-baseline", Some(&exp), "baseline"),
+            service("storefront-fresh-baseline", Some(&exp), "fresh-baseline"),
+        ],
+        ..Fetched::default()
+    };
+    let now = jiff::Timestamp::now();
+    let original = fetched(route(json!([{"name": "storefront", "port": 80}])));
+    let obs = crate::controller::observe::observations(&exp, &original, now);
+    assert_eq!(
+        obs.route_backend_refs.as_deref(),
+        Some(r#"[[{"name":"storefront","port":80}]]"#)
+    );
+    let split = fetched(route(json!([
+        {"name": "storefront-baseline", "port": 80, "weight": 90},
+        {"name": "storefront-fresh-baseline", "port": 80, "weight": 10},
+    ])));
+    let obs = crate::controller::observe::observations(&exp, &split, now);
+    assert_eq!(obs.route_backend_refs, None);
+}
