@@ -51,6 +51,8 @@ pub struct Split<'a> {
 pub struct ServiceNames {
     /// `<svc>-baseline`: the target's own pods (pinned to its ReplicaSet).
     pub baseline: String,
+    /// `<svc>-candidate`: the candidate the stages walk.
+    pub candidate: String,
     /// By index into `spec.candidates`, as many as `VariantObjects::candidates`.
     pub candidates: Vec<String>,
     pub fresh_baseline: String,
@@ -70,6 +72,10 @@ impl ServiceNames {
         };
         Some(Self {
             baseline: name(workload::VARIANT_BASELINE, &workload::baseline_service_name)?,
+            candidate: name(
+                workload::VARIANT_CANDIDATE,
+                &workload::candidate_service_name,
+            )?,
             candidates: (0..MAX_CANDIDATES)
                 .map(|i| {
                     name(&workload::variant_label(i), &|s| {
@@ -114,8 +120,10 @@ pub fn observe(
         .flatten()
         .zip(split.route)
         .map(|(names, route)| {
+            // The stage's candidate last: a share is of everything the route splits.
             let mut all: Vec<&str> = vec![&names.baseline, &names.fresh_baseline];
             all.extend(names.candidates.iter().map(String::as_str));
+            all.push(&names.candidate);
             traffic::route_shares(route, &all)
         });
     // Behind the user's Service every ready pod with the target's labels takes its part.

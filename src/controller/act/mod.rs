@@ -291,12 +291,8 @@ impl<'a> Actor<'a> {
             &self.fetched.services,
             self.fetched.service.as_ref(),
         ) {
-            ours.push(names.baseline);
-            ours.push(names.fresh_baseline);
+            ours.extend([names.baseline, names.candidate, names.fresh_baseline]);
             ours.extend(names.candidates);
-        }
-        if let Some(user) = &self.fetched.service {
-            ours.push(workload::candidate_service_name(&user.name_any()));
         }
         let ours: Vec<&str> = ours.iter().map(String::as_str).collect();
         let route = self.route()?;

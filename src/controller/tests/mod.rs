@@ -19,5 +19,6 @@ mod reconcile;
 mod run;
 mod scale;
 mod select;
+mod select_gateway;
 mod status;
 mod variants;

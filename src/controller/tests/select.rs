@@ -9,13 +9,13 @@ use super::fixtures::*;
 use super::variants::selection_experiment;
 use crate::api::{ConcurrencyExperiment, Elimination, Phase};
 
-const DEPLOYMENTS: &str = "/apis/apps/v1/namespaces/shop/deployments";
+pub(super) const DEPLOYMENTS: &str = "/apis/apps/v1/namespaces/shop/deployments";
 
-fn variant(i: usize) -> String {
+pub(super) fn variant(i: usize) -> String {
     format!("{DEPLOYMENTS}/storefront-candidate-{}", i + 1)
 }
 
-fn fresh() -> String {
+pub(super) fn fresh() -> String {
     format!("{DEPLOYMENTS}/storefront-fresh-baseline")
 }
 
@@ -29,7 +29,7 @@ fn closed_prometheus() -> String {
     format!("http://127.0.0.1:{port}")
 }
 
-fn selecting_fake() -> FakeApi {
+pub(super) fn selecting_fake() -> FakeApi {
     let mut exp = with_finalizer(selection_experiment());
     exp.spec.analysis.prometheus.url = closed_prometheus();
     let mut fake = FakeApi::default().with(EXP, exp).with(TARGET, target(6, 6));
@@ -37,13 +37,16 @@ fn selecting_fake() -> FakeApi {
     fake
 }
 
-fn edit_status(fake: &FakeApi, f: impl FnOnce(&mut crate::api::ConcurrencyExperimentStatus)) {
+pub(super) fn edit_status(
+    fake: &FakeApi,
+    f: impl FnOnce(&mut crate::api::ConcurrencyExperimentStatus),
+) {
     let mut exp: ConcurrencyExperiment = fake.get(EXP).unwrap();
     f(exp.status.get_or_insert_with(Default::default));
     fake.put(EXP, exp);
 }
 
-fn env_of(fake: &FakeApi, path: &str) -> Vec<(String, String)> {
+pub(super) fn env_of(fake: &FakeApi, path: &str) -> Vec<(String, String)> {
     let d: Deployment = fake.get(path).unwrap();
     let pod = d.spec.unwrap().template.spec.unwrap();
     pod.containers[0]
@@ -189,7 +192,7 @@ async fn a_selection_runs_its_variants_eliminates_chooses_and_leaves_nothing_beh
     assert_eq!(left, [TARGET.to_string()]);
 }
 
-fn route_refs(fake: &FakeApi) -> Vec<(String, i64)> {
+pub(super) fn route_refs(fake: &FakeApi) -> Vec<(String, i64)> {
     let route: serde_json::Value = fake.get(ROUTE).unwrap();
     route["spec"]["rules"][0]["backendRefs"]
         .as_array()
@@ -202,7 +205,7 @@ fn route_refs(fake: &FakeApi) -> Vec<(String, i64)> {
         .collect()
 }
 
-fn named(list: &[(&str, i64)]) -> Vec<(String, i64)> {
+pub(super) fn named(list: &[(&str, i64)]) -> Vec<(String, i64)> {
     list.iter().map(|(n, w)| (n.to_string(), *w)).collect()
 }
 
