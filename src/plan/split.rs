@@ -36,12 +36,10 @@ pub fn stage_split(
     weight: i32,
     sizing: Sizing,
 ) -> ReplicaSplit {
-    let router = spec.traffic.router;
-    let split = router.split_sized(original, weight, sizing);
-    match fresh_baseline(spec, original, weight) {
-        Some(f) => router.with_fresh_baseline(split, f.pods_per_variant),
-        None => split,
-    }
+    let fresh = fresh_baseline(spec, original, weight).map_or(0, |f| f.pods_per_variant);
+    spec.traffic
+        .router
+        .split_beside_fresh(original, weight, sizing, fresh)
 }
 
 /// Per stage, the candidate's share the router really gives.

@@ -3,7 +3,7 @@
 //! runs below the baseline's capacity while variants come and go.
 
 use super::router::Router;
-use super::split::ReplicaSplit;
+use super::split::{ReplicaSplit, Sizing};
 
 /// Pods and shares of one selection split.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -90,19 +90,40 @@ impl Router {
     }
 
     /// A stage's split with a fresh baseline of `fresh` pods beside the candidate
-    /// (docs/selection.md): `replicas` puts them on top of the target's, behind the user's
-    /// Service, so the candidate's share is c / (b + c + f); `gatewayAPI` gives the fresh
-    /// baseline its own route weight and the candidate's stays exact.
-    pub fn with_fresh_baseline(self, split: ReplicaSplit, fresh: i32) -> ReplicaSplit {
-        match self {
-            Router::Replicas => ReplicaSplit {
-                planned_effective_weight: super::percent(
-                    split.candidate,
-                    split.baseline + split.candidate + fresh.max(0),
-                ),
-                ..split
-            },
-            Router::GatewayApi => split,
+    /// (docs/selection.md). `replicas`: its pods are on top of the target's, behind the
+    /// user's Service, so the candidate is sized for c / (b + c + f) ≈ `weight` — the target
+    /// and the candidate share the same pods as without it (`Fixed`), or the candidate comes
+    /// on top of an autoscaled target. `gatewayAPI` gives the fresh baseline its own route
+    /// weight; the candidate's split is unchanged.
+    pub fn split_beside_fresh(
+        self,
+        original: i32,
+        weight: i32,
+        sizing: Sizing,
+        fresh: i32,
+    ) -> ReplicaSplit {
+        let split = self.split_sized(original, weight, sizing);
+        if fresh <= 0 || !(1..100).contains(&weight) || !self.splits_by_pods() {
+            return split;
+        }
+        let (w, f) = (i64::from(weight), i64::from(fresh));
+        let (baseline, candidate) = match sizing {
+            Sizing::Fixed => {
+                let total = split.baseline + split.candidate;
+                let c = (w * (i64::from(total) + f) + 50) / 100;
+                let c = c.clamp(1, i64::from(total - 1).max(1)) as i32;
+                (total - c, c)
+            }
+            Sizing::Autoscaled { max } => {
+                let b = i64::from(split.baseline);
+                let c = (w * (b + f) + (100 - w) / 2) / (100 - w);
+                (split.baseline, c.clamp(1, i64::from(max.max(1))) as i32)
+            }
+        };
+        ReplicaSplit {
+            baseline,
+            candidate,
+            planned_effective_weight: super::percent(candidate, baseline + candidate + fresh),
         }
     }
 

@@ -323,13 +323,13 @@ fn a_custom_winner_is_told_to_have_no_capacity_gate() {
     assert_eq!(s.selection().winner, Some(1));
     let events = s.run.events();
     let chosen = events.iter().position(|e| e == CANDIDATE_CHOSEN).unwrap();
-    // The fresh baseline's pod on top dilutes the stages' shares (2 of 7 pods at 30 %, 4 of 7
-    // at 70 %): said at the start, like any coarse split.
     assert_eq!(
-        events[chosen + 1..chosen + 4],
-        ["Started", "CoarseSplit", CAPACITY_GATE_OFF]
+        events[chosen + 1..chosen + 3],
+        ["Started", CAPACITY_GATE_OFF]
     );
-    assert_eq!(s.run.status.planned_effective_weights, [29, 57, 100]);
+    // The candidate is sized with the fresh baseline's pod on top: 2 of 7 pods at 30 %, 5 of
+    // 7 at 70 %.
+    assert_eq!(s.run.status.planned_effective_weights, [29, 71, 100]);
 }
 
 #[test]

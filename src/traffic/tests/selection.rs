@@ -57,3 +57,26 @@ fn the_route_gives_exact_weights() {
     assert!(Router::GatewayApi.variant_traffic_back(0));
     assert!(Router::Replicas.variant_traffic_back(10));
 }
+
+#[test]
+fn a_stage_beside_a_fresh_baseline_sizes_the_candidate_for_its_share_of_all_pods() {
+    use crate::traffic::Sizing;
+    let r = Router::Replicas;
+    let split = |w: i32, sizing: Sizing, fresh: i32| {
+        let s = r.split_beside_fresh(6, w, sizing, fresh);
+        (s.baseline, s.candidate, s.planned_effective_weight)
+    };
+    // 6 pods + 1 fresh: 2 of 7 at 30 %, 5 of 7 at 70 % (without it: 4 of 6).
+    assert_eq!(split(30, Sizing::Fixed, 1), (4, 2, 29));
+    assert_eq!(split(70, Sizing::Fixed, 1), (1, 5, 71));
+    assert_eq!(split(70, Sizing::Fixed, 0), (2, 4, 67));
+    // The target keeps at least one pod below 100 %; at 100 % there is no fresh baseline.
+    assert_eq!(split(95, Sizing::Fixed, 1), (1, 5, 71));
+    assert_eq!(split(100, Sizing::Fixed, 1), (0, 6, 100));
+    // Autoscaled: the target keeps its pods, the candidate comes on top of both.
+    assert_eq!(split(30, Sizing::Autoscaled { max: 10 }, 1), (6, 3, 30));
+    assert_eq!(split(50, Sizing::Autoscaled { max: 4 }, 1), (6, 4, 36));
+    // The gateway router's weights are exact: nothing changes.
+    let g = Router::GatewayApi.split_beside_fresh(6, 30, Sizing::Fixed, 1);
+    assert_eq!(g, Router::GatewayApi.split(6, 30));
+}
