@@ -110,8 +110,8 @@ pub enum SelectionAction {
     },
     /// Delete candidate `index`'s Deployment and Service (eliminated, or the choice is made).
     RemoveVariant { index: usize },
-    /// Delete the fresh baseline's Deployment and Service, and the split's baseline Service
-    /// (the experiment is finishing; the route is restored).
+    /// Delete the fresh baseline's Deployment and Service (at 100 %, or finishing), and the
+    /// split's baseline Service when there is no candidate to take it (a selection ending).
     RemoveFreshBaseline,
 }
 

@@ -35,11 +35,16 @@ impl Actor<'_> {
                     .await
             }
             SelectionAction::RemoveFreshBaseline => {
-                // The split's baseline Service goes with it: a selection made it without a
-                // candidate, whose removal would otherwise take it.
+                // Without a candidate (a selection rolled back) the split's baseline Service
+                // goes with it; a candidate's removal takes it otherwise, once the route is
+                // back (at 100 % the route still names it, at weight 0).
                 let observed = self.fetched.variants.fresh_baseline.as_ref();
-                let labels = [workload::VARIANT_FRESH_BASELINE, workload::VARIANT_BASELINE];
-                self.remove_variant(observed, &labels).await
+                let candidate = self.fetched.candidate.as_ref();
+                let labels: &[&str] = match candidate.filter(|c| owned_by(*c, self.exp)) {
+                    Some(_) => &[workload::VARIANT_FRESH_BASELINE],
+                    None => &[workload::VARIANT_FRESH_BASELINE, workload::VARIANT_BASELINE],
+                };
+                self.remove_variant(observed, labels).await
             }
         }
     }

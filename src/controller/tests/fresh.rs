@@ -64,3 +64,69 @@ async fn a_fresh_baseline_runs_beside_the_stages_and_goes_at_100_percent() {
     );
     assert!(fake.get::<Deployment>(FRESH).is_none());
 }
+
+fn route_names(fake: &FakeApi) -> Vec<(String, i64)> {
+    let route: serde_json::Value = fake.get(ROUTE).unwrap();
+    route["spec"]["rules"][0]["backendRefs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|b| {
+            let name = b["name"].as_str().unwrap_or_default().to_string();
+            (name, b["weight"].as_i64().unwrap_or(1))
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn on_the_gateway_the_fresh_baseline_has_its_weight_and_at_100_percent_only_it_goes() {
+    let mut exp = gateway_experiment();
+    exp.spec.baseline = Some(BaselineSpec { fresh: true });
+    let mut fake = FakeApi::default().with(EXP, exp).with(TARGET, target(6, 6));
+    fake.run_selections = true;
+    let fake = gateway_objects(fake);
+    reconcile_stored(&fake).await.unwrap();
+    set_ready(&fake, CANDIDATE, 2);
+    set_ready(&fake, FRESH, 1);
+    reconcile_stored(&fake).await.unwrap();
+    let owned = |n: &str, w: i64| (n.to_string(), w);
+    assert_eq!(
+        route_names(&fake),
+        [
+            owned("storefront-baseline", 60),
+            owned("storefront-candidate", 30),
+            owned("storefront-fresh-baseline", 10)
+        ]
+    );
+    reconcile_stored(&fake).await.unwrap();
+    let exp: ConcurrencyExperiment = fake.get(EXP).unwrap();
+    assert!(exp.status.unwrap().stage_started_at.is_some());
+
+    // At 100 %: the fresh baseline's weight goes first, then its pods and Service — and the
+    // baseline Service the route still names (at weight 0) stays until the candidate goes.
+    let mut exp: ConcurrencyExperiment = fake.get(EXP).unwrap();
+    let st = exp.status.as_mut().unwrap();
+    st.stage_index = Some(2);
+    st.stage = Some("3/3".into());
+    st.planned_weight = 100;
+    st.stage_started_at = None;
+    st.stage_entered_at = Some(Time(jiff::Timestamp::now()));
+    fake.put(EXP, exp);
+    set_ready(&fake, CANDIDATE, 6);
+    for _ in 0..3 {
+        reconcile_stored(&fake).await.unwrap();
+        set_ready(&fake, CANDIDATE, 6);
+    }
+    assert!(
+        fake.get::<Deployment>(FRESH).is_none(),
+        "{:?}",
+        fake.lines()
+    );
+    let svc = |name: &str| format!("{SERVICES}/{name}");
+    let service = |name: &str| fake.get::<serde_json::Value>(&svc(name));
+    assert!(service("storefront-fresh-baseline").is_none());
+    assert!(service("storefront-baseline").is_some());
+    assert!(!route_names(&fake)
+        .iter()
+        .any(|(n, _)| n == "storefront-fresh-baseline"));
+}
