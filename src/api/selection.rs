@@ -225,30 +225,3 @@ pub struct RankEntry {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
 }
-
-/// `status.freshBaseline`: what pod age alone does — each check's value on the long-running
-/// target and on the fresh baseline (same template, pods as young as the candidates') in the
-/// same interval.
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct FreshBaselineStatus {
-    pub at: Time,
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub checks: Vec<BaselineValues>,
-}
-
-/// One check on both baselines.
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct BaselineValues {
-    pub name: String,
-    /// On the long-running target's pods.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub target: Option<f64>,
-    /// On the fresh baseline's pods.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub fresh: Option<f64>,
-    /// Why a value is missing (a failed query).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub reason: Option<String>,
-}

@@ -6,7 +6,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use super::selection::{FreshBaselineStatus, SelectionStatus};
+use super::selection::SelectionStatus;
 use super::server_config::RenderedServer;
 use super::verdict::{CheckResult, Verdict};
 
@@ -369,4 +369,41 @@ pub struct OriginalState {
     /// and nothing else changed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub promoted_template_hash: Option<String>,
+}
+
+/// `status.freshBaseline`: the fresh baseline's Deployment while it runs, and what pod age
+/// alone does.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema, Default)]
+#[serde(rename_all = "camelCase")]
+pub struct FreshBaselineStatus {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub variant: Option<VariantStatus>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub measured: Option<BaselinesMeasured>,
+}
+
+/// Each check's value on the long-running target and on the fresh baseline (same template,
+/// pods as young as the candidates') in the same interval.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct BaselinesMeasured {
+    pub at: Time,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub checks: Vec<BaselineValues>,
+}
+
+/// One check on both baselines.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct BaselineValues {
+    pub name: String,
+    /// On the long-running target's pods.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub target: Option<f64>,
+    /// On the fresh baseline's pods.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fresh: Option<f64>,
+    /// Why a value is missing (a failed query).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
 }

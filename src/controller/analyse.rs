@@ -17,8 +17,7 @@ use crate::analysis::{
     self, AnalysisContext, CandidateToJudge, SelectionAnalysis, SelectionContext,
 };
 use crate::api::{
-    AnalysisRecord, ConcurrencyExperiment, ConcurrencyExperimentStatus, FreshBaselineStatus,
-    Verdict,
+    AnalysisRecord, BaselinesMeasured, ConcurrencyExperiment, ConcurrencyExperimentStatus, Verdict,
 };
 use crate::plan::{self, AnalysisOutcome, SelectionObservations};
 use crate::workload;
@@ -134,7 +133,7 @@ pub async fn run_selection(
     status: &ConcurrencyExperimentStatus,
     observed: &SelectionObservations,
     now: Timestamp,
-) -> Result<Option<(SelectionAnalysis, Option<FreshBaselineStatus>)>> {
+) -> Result<Option<(SelectionAnalysis, Option<BaselinesMeasured>)>> {
     let Some(sctx) = selection_context(exp, fetched, status, observed, now)? else {
         return Ok(None);
     };
@@ -149,7 +148,7 @@ pub async fn run_selection(
             let checks = analysis::baseline_values(&client, &exp.spec, &sctx.base, target).await;
             (
                 a,
-                Some(FreshBaselineStatus {
+                Some(BaselinesMeasured {
                     at: Time(now),
                     checks,
                 }),
@@ -169,7 +168,7 @@ pub async fn run(
     status: &ConcurrencyExperimentStatus,
     effective_weight: i32,
     now: Timestamp,
-) -> Result<Option<(AnalysisOutcome, Option<FreshBaselineStatus>)>> {
+) -> Result<Option<(AnalysisOutcome, Option<BaselinesMeasured>)>> {
     let Some(actx) = analysis_context(exp, fetched, status, effective_weight, now)? else {
         return Ok(None);
     };
@@ -185,7 +184,7 @@ pub async fn run(
             // Against a fresh baseline: the long-running target's values beside it.
             if let Some(target) = target.filter(|t| *t != actx.baseline_deployment) {
                 let checks = analysis::baseline_values(&client, &exp.spec, &actx, &target).await;
-                baselines = Some(FreshBaselineStatus {
+                baselines = Some(BaselinesMeasured {
                     at: Time(now),
                     checks,
                 });

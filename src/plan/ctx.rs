@@ -303,6 +303,28 @@ impl<'a> Ctx<'a> {
                 pods: pods(target_name),
             });
         }
+        // The fresh baseline while it runs: the target's config, on its own pods.
+        let fresh = self.obs.selection.as_ref();
+        let fresh = fresh.and_then(|s| s.fresh_baseline.deployment.clone());
+        let shown = fresh.map(|d| {
+            let name = crate::workload::fresh_baseline_name(target_name);
+            let config = self.status.baseline.as_ref().map(|b| b.config.clone());
+            let config = config.unwrap_or_default();
+            VariantStatus {
+                pods: pods(&name),
+                deployment: name,
+                replicas: d.replicas,
+                ready_replicas: d.ready_replicas,
+                summary: config.summary(),
+                config,
+            }
+        });
+        if shown.is_some() || self.status.fresh_baseline.is_some() {
+            self.status
+                .fresh_baseline
+                .get_or_insert_with(Default::default)
+                .variant = shown;
+        }
         let config = RenderedServer::from(self.candidate());
         let c = self.obs.candidate.clone().unwrap_or_default();
         let candidate = crate::workload::candidate_name(target_name);

@@ -32,14 +32,26 @@ pub fn step(
 }
 
 /// Both baselines' values of the latest interval that measured them (a replay of an older
-/// one changes nothing).
+/// one changes nothing); a fresh baseline seen gone is no longer shown, whatever the phase.
 fn remember_baselines(cx: &mut Ctx) {
+    let gone = cx
+        .obs
+        .selection
+        .as_ref()
+        .is_none_or(|s| s.fresh_baseline.deployment.is_none());
+    if let Some(fresh) = cx.status.fresh_baseline.as_mut().filter(|_| gone) {
+        fresh.variant = None;
+    }
     let Some(new) = &cx.obs.baselines else {
         return;
     };
-    let stored = cx.status.fresh_baseline.as_ref().map(|f| f.at.0);
+    let fresh = cx
+        .status
+        .fresh_baseline
+        .get_or_insert_with(Default::default);
+    let stored = fresh.measured.as_ref().map(|m| m.at.0);
     if stored.is_none_or(|at| new.at.0 > at) {
-        cx.status.fresh_baseline = Some(new.clone());
+        fresh.measured = Some(new.clone());
     }
 }
 

@@ -5,9 +5,7 @@ use std::time::Duration;
 use jiff::Timestamp;
 
 pub use crate::analysis::{AnalysisOutcome, CandidateAnalysis, SelectionAnalysis};
-use crate::api::{
-    ConcurrencyExperimentStatus, FreshBaselineStatus, PromotionPatch, RenderedServer,
-};
+use crate::api::{BaselinesMeasured, ConcurrencyExperimentStatus, PromotionPatch, RenderedServer};
 pub use crate::workload::DeploymentState;
 
 /// Everything the shell observed in one reconcile.
@@ -69,8 +67,8 @@ pub struct Observations {
     /// The selection's variants and analyses (docs/selection.md); `None` outside a selection.
     pub selection: Option<SelectionObservations>,
     /// Set with an analysis against a fresh baseline: each check on the long-running target
-    /// and on the fresh baseline (`status.freshBaseline`).
-    pub baselines: Option<FreshBaselineStatus>,
+    /// and on the fresh baseline (`status.freshBaseline.measured`).
+    pub baselines: Option<BaselinesMeasured>,
 }
 
 /// What the shell observed of a selection in one reconcile.

@@ -80,6 +80,8 @@ pub(super) fn run(cx: &mut Ctx, t: &Timing) {
     if cx.status.selection.is_none() {
         enter(cx);
     }
+    // The target's and the fresh baseline's pods as they are now.
+    cx.update_variants();
     if let Some(a) = cx.obs.selection.as_ref().and_then(|s| s.analysis.as_ref()) {
         record(cx, a);
     }

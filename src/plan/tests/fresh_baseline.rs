@@ -3,7 +3,7 @@
 
 use super::selection_world::*;
 use super::*;
-use crate::api::{BaselineValues, FreshBaselineStatus};
+use crate::api::{BaselineValues, BaselinesMeasured};
 
 fn values(target: f64, fresh: f64) -> Vec<BaselineValues> {
     vec![BaselineValues {
@@ -19,23 +19,24 @@ fn both_baselines_values_are_recorded_from_the_analysis_that_measured_them_once(
     let mut s = Sel::new(selection_spec(""), 6);
     s.tick(None);
     s.tick(None);
-    assert_eq!(s.run.status.fresh_baseline, None);
-    let measured = |target: f64, secs: i64| FreshBaselineStatus {
+    let measured_now = |s: &Sel| s.run.status.fresh_baseline.as_ref()?.measured.clone();
+    assert_eq!(measured_now(&s), None);
+    let measured = |target: f64, secs: i64| BaselinesMeasured {
         at: Time(at(secs)),
         checks: values(target, 150.0),
     };
-    let tick = |s: &mut Sel, b: FreshBaselineStatus| {
+    let tick = |s: &mut Sel, b: BaselinesMeasured| {
         s.run.tick_with(None, |o| o.baselines = Some(b.clone()));
     };
     tick(&mut s, measured(210.0, 60));
-    let recorded = s.run.status.fresh_baseline.clone().unwrap();
+    let recorded = measured_now(&s).unwrap();
     assert_eq!(recorded, measured(210.0, 60));
     // The same interval again (a replay after a restart) changes nothing.
     tick(&mut s, measured(999.0, 60));
-    assert_eq!(s.run.status.fresh_baseline.as_ref(), Some(&recorded));
+    assert_eq!(measured_now(&s), Some(recorded));
     // The next interval replaces it.
     tick(&mut s, measured(220.0, 120));
-    assert_eq!(s.run.status.fresh_baseline, Some(measured(220.0, 120)));
+    assert_eq!(measured_now(&s), Some(measured(220.0, 120)));
 }
 
 fn fresh_spec(router: Router) -> ConcurrencyExperimentSpec {
@@ -134,4 +135,38 @@ fn on_the_gateway_the_fresh_baseline_has_its_own_route_weight_until_100() {
     walk_until(&mut s, 10, |s| {
         s.run.status.phase == crate::api::Phase::Succeeded
     });
+}
+
+#[test]
+fn status_shows_the_fresh_baseline_deployment_while_it_runs() {
+    let mut s = Sel::new(selection_spec(""), 6);
+    s.tick(None);
+    s.tick(None);
+    let shown = s
+        .run
+        .status
+        .fresh_baseline
+        .as_ref()
+        .and_then(|f| f.variant.clone());
+    let shown = shown.expect("the fresh baseline is shown");
+    assert_eq!(
+        (
+            shown.deployment.as_str(),
+            shown.replicas,
+            shown.ready_replicas
+        ),
+        ("storefront-fresh-baseline", 1, 1)
+    );
+    assert_eq!(shown.summary, "puma 2×6", "the target's config");
+    s.abort = true;
+    for _ in 0..3 {
+        s.tick(None);
+    }
+    let shown = s
+        .run
+        .status
+        .fresh_baseline
+        .as_ref()
+        .and_then(|f| f.variant.clone());
+    assert_eq!(shown, None, "gone with its Deployment");
 }
