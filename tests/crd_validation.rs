@@ -396,3 +396,66 @@ fn min_samples_cannot_exceed_the_samples_kept() {
         concurrency_operator::plan::KEPT_ANALYSES + 1
     );
 }
+
+#[test]
+fn a_selection_spec_is_accepted_and_reads_back() {
+    let (mut object, _) = load(&root().join("examples/puma-threads.yaml"));
+    let spec = object["spec"].as_object_mut().unwrap();
+    spec.remove("candidate");
+    spec.insert(
+        "candidates".into(),
+        serde_json::json!([
+            {"server": "puma", "workers": 2, "threads": 3},
+            {"server": "puma", "workers": 2, "threads": 4},
+            {"server": "falcon", "workers": 2},
+            {"server": "puma", "workers": 1, "threads": 1},
+            {"server": "puma", "workers": 2, "threads": 5}
+        ]),
+    );
+    // 5 × 10 % = 50 %: the most untried configs may get together (the default weight).
+    spec.insert(
+        "selection".into(),
+        serde_json::json!({"duration": "20m", "objective": {"minimize": "memory"}, "tolerance": "5%", "requireSignal": true}),
+    );
+    spec.insert("baseline".into(), serde_json::json!({"fresh": true}));
+    // Puma's own stats cannot judge the falcon candidate: the example's Puma checks go.
+    let checks = spec["analysis"]["checks"].as_array_mut().unwrap();
+    checks.retain(|c| !matches!(c["metric"].as_str(), Some("backlog" | "threadUtilization")));
+    let refused = refusals(&object);
+    assert!(refused.is_empty(), "{refused:#?}");
+    let typed: ConcurrencyExperiment = serde_json::from_value(object).unwrap();
+    assert!(typed.spec.selects() && typed.spec.fresh_baseline());
+    assert_eq!(typed.spec.candidate_list().len(), 5);
+    assert_eq!(typed.spec.selection_or_default().weight, 10);
+    assert_eq!(
+        typed.spec.selection_winner(Some(2)).unwrap().summary(),
+        "falcon 2 workers"
+    );
+    assert_eq!(typed.spec.selection_winner(Some(7)), None);
+}
+
+#[test]
+fn puma_stats_checks_refuse_a_falcon_among_the_candidates() {
+    let (mut object, _) = load(&root().join("examples/puma-threads.yaml"));
+    let spec = object["spec"].as_object_mut().unwrap();
+    spec.remove("candidate");
+    spec.insert(
+        "candidates".into(),
+        serde_json::json!([
+            {"server": "puma", "workers": 2, "threads": 3},
+            {"server": "falcon", "workers": 2}
+        ]),
+    );
+    spec["analysis"]["checks"]
+        .as_array_mut()
+        .unwrap()
+        .push(serde_json::json!({"metric": "backlog", "max": 2}));
+    let refused = refusals(&object);
+    assert!(
+        refused
+            .iter()
+            .any(|r| r.starts_with("spec.analysis.checks: ")
+                && r.contains("which a falcon candidate does not have")),
+        "{refused:#?}"
+    );
+}

@@ -144,7 +144,7 @@ async fn gvl_sim_candidate_with_a_slow_dependency_fails_latency() {
     );
     // The gate's prediction from these inputs: the candidate (Puma 1×4, 5 + 46 ms) alone at
     // 100% on one pod would carry the total rate at about 40 / (4 / 51 ms) ≈ 51% utilization.
-    let config = RenderedServer::from(&spec(&prom.url).candidate);
+    let config = RenderedServer::from(spec(&prom.url).single_candidate());
     let per_request = PerRequest {
         cpu: c.cpu_per_request.unwrap(),
         io: c.io_per_request.unwrap(),

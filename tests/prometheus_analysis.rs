@@ -108,6 +108,7 @@ fn ctx(candidate: &str) -> AnalysisContext {
         }),
         baseline_cpu_limit: Some(0.5),
         candidate_cpu_limit: None,
+        candidate_server: None,
     }
 }
 

@@ -126,6 +126,7 @@ fn ctx(deployment: &str) -> AnalysisContext {
         baseline_config: None,
         baseline_cpu_limit: None,
         candidate_cpu_limit: None,
+        candidate_server: None,
     }
 }
 

@@ -11,7 +11,8 @@ use std::collections::BTreeMap;
 
 use crate::api::{
     parse_duration, Analysis, AnalysisRecord, BaselineReference, CapacityMeasurement, Check,
-    CheckResult, ConcurrencyExperimentSpec, MetricNames, Recommendation, RenderedServer, Verdict,
+    CheckResult, ConcurrencyExperimentSpec, MetricNames, Recommendation, RenderedServer,
+    ServerConfig, Verdict,
 };
 
 use super::capacity::{candidate_config, variant_capacity};
@@ -51,6 +52,9 @@ pub struct AnalysisContext {
     /// `resources` when `spec.candidate` sets them, else the target's).
     pub baseline_cpu_limit: Option<f64>,
     pub candidate_cpu_limit: Option<f64>,
+    /// The candidate's server config when it is not `spec.candidate`: a selection's candidate,
+    /// or its winner walking the stages.
+    pub candidate_server: Option<ServerConfig>,
 }
 
 /// What one analysis yields, for the stage machine (`plan::Observations::analysis`).
@@ -270,7 +274,11 @@ async fn measure_capacity(
         capacity_value(source, total.as_deref(), both, at)
     );
     let base_config = ctx.baseline_config.as_ref();
-    let cand_config = candidate_config(&spec.candidate, base_config);
+    let spec_config = ctx
+        .candidate_server
+        .as_ref()
+        .unwrap_or(spec.single_candidate());
+    let cand_config = candidate_config(spec_config, base_config);
     CapacityMeasurement {
         baseline: variant_capacity(b.0, b.1, b.2, base_config, ctx.baseline_cpu_limit),
         candidate: variant_capacity(c.0, c.1, c.2, Some(&cand_config), ctx.candidate_cpu_limit),
@@ -296,7 +304,7 @@ impl Measured {
     }
 }
 
-async fn measure_check(
+pub(super) async fn measure_check(
     source: &impl MetricSource,
     names: &MetricNames,
     check: &Check,

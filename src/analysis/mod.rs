@@ -12,6 +12,7 @@ pub mod judge;
 pub mod queries;
 pub mod recommend;
 mod reference;
+mod selection;
 mod source;
 pub mod stats;
 mod summary;
@@ -32,6 +33,10 @@ pub use recommend::{
     amdahl_speedup, recommend, recommend_from_spec, recommendation_table, recommended_threads,
 };
 pub use reference::{last_baseline, reference_baseline};
+pub use selection::{
+    analyse_selection, baseline_values, objective, unreachable_selection, CandidateAnalysis,
+    CandidateToJudge, Objective, SelectionAnalysis, SelectionContext,
+};
 pub use source::{MetricSource, PrometheusError};
 pub use stats::{compare, mann_whitney_greater, samples, MannWhitney};
 pub use summary::SummaryError;

@@ -6,18 +6,22 @@ mod experiment;
 mod metric_names;
 mod promotion;
 mod quantity;
+mod selection;
 mod server_config;
 mod status;
 mod traffic;
+mod verdict;
 
 pub use analysis_spec::*;
 pub use experiment::*;
 pub use metric_names::*;
 pub use promotion::*;
 pub use quantity::*;
+pub use selection::*;
 pub use server_config::*;
 pub use status::*;
 pub use traffic::*;
+pub use verdict::*;
 
 pub mod reason;
 

@@ -79,10 +79,12 @@ pub enum DecisionReason {
     NotOwned,
     /// Roll back: the experiment is being deleted.
     Deleted,
+    /// Roll back: every candidate of a selection was eliminated.
+    NoCandidatePassed,
 }
 
 impl DecisionReason {
-    pub const ALL: [DecisionReason; 14] = [
+    pub const ALL: [DecisionReason; 15] = [
         DecisionReason::StagesPassed,
         DecisionReason::Approved,
         DecisionReason::PromotedExternally,
@@ -97,6 +99,7 @@ impl DecisionReason {
         DecisionReason::TargetChanged,
         DecisionReason::NotOwned,
         DecisionReason::Deleted,
+        DecisionReason::NoCandidatePassed,
     ];
 
     pub const fn as_str(self) -> &'static str {
@@ -115,6 +118,7 @@ impl DecisionReason {
             DecisionReason::TargetChanged => "TargetChanged",
             DecisionReason::NotOwned => "NotOwned",
             DecisionReason::Deleted => "Deleted",
+            DecisionReason::NoCandidatePassed => "NoCandidatePassed",
         }
     }
 

@@ -6,12 +6,16 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
+use super::selection::SelectionStatus;
 use super::server_config::RenderedServer;
+use super::verdict::{CheckResult, Verdict};
 
 #[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, JsonSchema, Default)]
 pub enum Phase {
     #[default]
     Pending,
+    /// Several candidates run at once against a fresh baseline (docs/selection.md).
+    Selecting,
     Progressing,
     Paused,
     Promoting,
@@ -29,6 +33,7 @@ impl Phase {
     pub fn as_str(self) -> &'static str {
         match self {
             Phase::Pending => "Pending",
+            Phase::Selecting => "Selecting",
             Phase::Progressing => "Progressing",
             Phase::Paused => "Paused",
             Phase::Promoting => "Promoting",
@@ -36,23 +41,6 @@ impl Phase {
             Phase::RollingBack => "RollingBack",
             Phase::RolledBack => "RolledBack",
             Phase::Invalid => "Invalid",
-        }
-    }
-}
-
-#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, JsonSchema)]
-pub enum Verdict {
-    Pass,
-    Fail,
-    Inconclusive,
-}
-
-impl Verdict {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Verdict::Pass => "Pass",
-            Verdict::Fail => "Fail",
-            Verdict::Inconclusive => "Inconclusive",
         }
     }
 }
@@ -99,6 +87,13 @@ pub struct ConcurrencyExperimentStatus {
     pub baseline: Option<VariantStatus>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub candidate: Option<VariantStatus>,
+    /// The selection among `spec.candidates`: variants, eliminations, ranking and winner.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub selection: Option<SelectionStatus>,
+    /// The long-running target's check values beside the fresh baseline's (the candidates are
+    /// judged against the fresh one), from the last analysis that measured both.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fresh_baseline: Option<FreshBaselineStatus>,
     /// The most recent analyses, newest last.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub analyses: Vec<AnalysisRecord>,
@@ -331,23 +326,6 @@ pub struct CapacityGate {
     pub approved: bool,
 }
 
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
-#[serde(rename_all = "camelCase")]
-pub struct CheckResult {
-    pub name: String,
-    /// The candidate's query as sent to Prometheus.
-    pub query: String,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub baseline: Option<f64>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub candidate: Option<f64>,
-    /// The limits as written, e.g. `max 500ms, maxIncrease 10%`.
-    pub limit: String,
-    pub verdict: Verdict,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub reason: Option<String>,
-}
-
 #[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, JsonSchema)]
 pub enum DecisionAction {
     Promote,
@@ -396,4 +374,41 @@ pub struct OriginalState {
     /// and nothing else changed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub promoted_template_hash: Option<String>,
+}
+
+/// `status.freshBaseline`: the fresh baseline's Deployment while it runs, and what pod age
+/// alone does.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema, Default)]
+#[serde(rename_all = "camelCase")]
+pub struct FreshBaselineStatus {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub variant: Option<VariantStatus>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub measured: Option<BaselinesMeasured>,
+}
+
+/// Each check's value on the long-running target and on the fresh baseline (same template,
+/// pods as young as the candidates') in the same interval.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct BaselinesMeasured {
+    pub at: Time,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub checks: Vec<BaselineValues>,
+}
+
+/// One check on both baselines.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct BaselineValues {
+    pub name: String,
+    /// On the long-running target's pods.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub target: Option<f64>,
+    /// On the fresh baseline's pods.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fresh: Option<f64>,
+    /// Why a value is missing (a failed query).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
 }

@@ -15,12 +15,15 @@ mod analyse;
 mod context;
 mod error;
 mod experiments;
+mod fetch;
 mod index;
 mod observe;
+mod owner;
 mod pods;
 mod prometheus;
 mod reconcile;
 mod status;
+mod variants;
 
 use std::sync::Arc;
 use std::time::Duration;

@@ -100,18 +100,36 @@ async fn reconcile_inner(exp: &ConcurrencyExperiment, ctx: &Context) -> Result<R
         tracing::info!(experiment = %key(exp), "{what} cache not synced yet; looking again soon");
         return Ok(Requeue::requeue(Duration::from_secs(1)));
     }
-    let fetched = observe::fetch(&ctx.client, &ctx.caches, exp).await?;
+    let fetched = super::fetch::fetch(&ctx.client, &ctx.caches, exp).await?;
     let now = jiff::Timestamp::now();
     let mut observations = observe::observations(exp, &fetched, now);
+    if observations.spec_error.is_none() {
+        observations.spec_error = observe::selection_refusal(exp, ctx.settings.run_selections);
+    }
     let current = exp.status.clone().unwrap_or_default();
 
     if !deleting
         && observations.spec_error.is_none()
         && plan::analysis_due(&exp.spec, &current, now)
     {
-        let weight = observations.effective_weight;
-        observations.analysis =
-            super::analyse::run(ctx, exp, &fetched, &current, weight, now).await?;
+        match observations.selection.as_mut() {
+            // A selection's interval: every candidate against the fresh baseline.
+            Some(sel) if current.phase == Phase::Selecting => {
+                let ran = super::analyse::run_selection(ctx, exp, &fetched, &current, sel, now);
+                if let Some((analysis, baselines)) = ran.await? {
+                    sel.analysis = Some(analysis);
+                    observations.baselines = baselines;
+                }
+            }
+            _ => {
+                let weight = observations.effective_weight;
+                let ran = super::analyse::run(ctx, exp, &fetched, &current, weight, now);
+                if let Some((outcome, baselines)) = ran.await? {
+                    observations.analysis = Some(outcome);
+                    observations.baselines = baselines;
+                }
+            }
+        }
     }
 
     let step = plan::step(&exp.spec, &current, &observations);
@@ -141,7 +159,13 @@ async fn reconcile_inner(exp: &ConcurrencyExperiment, ctx: &Context) -> Result<R
         .original
         .as_ref()
         .and_then(|o| o.route_backend_refs.as_deref());
-    Actor::new(ctx, exp, &fetched, original_route)?
+    // The actions render from the status just decided: the step that chooses a selection's
+    // winner also creates its candidate, and the stored status does not name it yet.
+    let decided = ConcurrencyExperiment {
+        status: Some(step.status.clone()),
+        ..exp.clone()
+    };
+    Actor::new(ctx, &decided, &fetched, original_route)?
         .execute(&step.actions)
         .await?;
     record_metrics(ctx, &exp.spec, &current, &step, &observations);

@@ -293,7 +293,7 @@ pub fn experiment_detail(exp: &ConcurrencyExperiment, now: Timestamp) -> String 
         Some(c) => lines.push(format!("Candidate:   {}", variant_line(c))),
         None => lines.push(format!(
             "Candidate:   {} (not deployed)",
-            spec.candidate.summary()
+            spec.walked_candidate(Some(&st)).summary()
         )),
     }
     lines.push(format!(
@@ -363,9 +363,10 @@ pub fn list_row(exp: &ConcurrencyExperiment, now: Timestamp) -> Vec<String> {
         st.baseline
             .as_ref()
             .map_or("-".into(), |b| b.summary.clone()),
-        st.candidate
-            .as_ref()
-            .map_or_else(|| exp.spec.candidate.summary(), |c| c.summary.clone()),
+        st.candidate.as_ref().map_or_else(
+            || exp.spec.walked_candidate(exp.status.as_ref()).summary(),
+            |c| c.summary.clone(),
+        ),
         st.decision
             .as_ref()
             .map_or("-".into(), |d| format!("{:?} ({})", d.action, d.reason)),

@@ -94,7 +94,7 @@ fn build(
         phase: status.phase,
         stage,
         baseline: status.baseline.as_ref().map(|b| b.summary.clone()),
-        candidate: exp.spec.candidate.summary(),
+        candidate: exp.spec.walked_candidate(Some(status)).summary(),
         reason,
         message: message.to_string(),
         decision,

@@ -25,7 +25,7 @@ use crate::analysis::{candidate_config, predict, PerRequest, Prediction, Unit};
 use crate::api::reason::{DecisionReason, HoldReason};
 use crate::api::{
     AnalysisRecord, BuiltinMetric, CapacityGate, ConcurrencyExperimentSpec, InconclusiveAction,
-    RenderedServer, ServerKind, Verdict,
+    RenderedServer, ServerConfig, ServerKind, Verdict,
 };
 
 /// Decision, hold and Event reason when the candidate could not carry the next stage.
@@ -36,10 +36,10 @@ pub const CAPACITY_UNKNOWN: &str = "CapacityUnknown";
 pub const CAPACITY_GATE_OFF: &str = "CapacityGateOff";
 
 /// Why the gate does not apply to this experiment, if it does not.
-pub fn off_reason(spec: &ConcurrencyExperimentSpec, t: &Timing) -> Option<&'static str> {
+pub fn off_reason(candidate: &ServerConfig, t: &Timing) -> Option<&'static str> {
     if t.max_utilization.is_none() {
         Some("spec.analysis.maxPredictedUtilization is off")
-    } else if spec.candidate.server == ServerKind::Custom {
+    } else if candidate.server == ServerKind::Custom {
         Some("server: custom has no capacity model")
     } else {
         None
@@ -65,7 +65,7 @@ pub fn refresh(cx: &mut Ctx, t: &Timing, index: usize) {
     let Some(max) = t.max_utilization else {
         return;
     };
-    if off_reason(cx.spec, t).is_some() || index + 1 >= cx.spec.stages.len() {
+    if off_reason(cx.candidate(), t).is_some() || index + 1 >= cx.spec.stages.len() {
         return;
     }
     let gate = evaluate(cx, index, max);
@@ -85,7 +85,7 @@ pub fn gate(cx: &mut Ctx, t: &Timing, index: usize, new_analysis: bool) -> Gate 
     let Some(max) = t.max_utilization else {
         return Gate::Open;
     };
-    if off_reason(cx.spec, t).is_some() {
+    if off_reason(cx.candidate(), t).is_some() {
         return Gate::Open;
     }
     let gate = evaluate(cx, index, max);
@@ -127,7 +127,7 @@ pub fn gate(cx: &mut Ctx, t: &Timing, index: usize, new_analysis: bool) -> Gate 
 /// it held): an `InsufficientCapacity` hold has nothing left to wait for.
 pub fn allows(cx: &Ctx, t: &Timing, index: usize) -> bool {
     match t.max_utilization {
-        _ if off_reason(cx.spec, t).is_some() => true,
+        _ if off_reason(cx.candidate(), t).is_some() => true,
         Some(max) => evaluate(cx, index, max).verdict == Verdict::Pass,
         None => true,
     }
@@ -186,7 +186,7 @@ pub fn evaluate(cx: &Ctx, index: usize, max: f64) -> CapacityGate {
         .as_ref()
         .and_then(|t| t.baseline.as_ref())
         .or(cx.status.baseline.as_ref().map(|b| &b.config));
-    let config = candidate_config(&spec.candidate, baseline);
+    let config = candidate_config(cx.candidate(), baseline);
     let cpu_limit = cx.obs.candidate_cpu_limit;
     let started = cx.status.stage_started_at.as_ref().map(|s| s.0);
     let min_requests = spec.analysis.min_requests as f64;

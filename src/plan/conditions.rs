@@ -25,7 +25,7 @@ pub fn sync(
     let phase = status.phase;
     let message = status.message.clone().unwrap_or_default();
     let progressing = match phase {
-        Phase::Progressing | Phase::Promoting | Phase::RollingBack => true,
+        Phase::Selecting | Phase::Progressing | Phase::Promoting | Phase::RollingBack => true,
         Phase::Pending => reason != "TargetNotFound",
         _ => false,
     };

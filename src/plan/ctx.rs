@@ -160,10 +160,30 @@ impl<'a> Ctx<'a> {
 
     /// The pods a stage of `weight` percent gives each variant, and the share that makes.
     pub fn split(&self, weight: i32) -> ReplicaSplit {
-        self.spec
-            .traffic
-            .router
-            .split_sized(self.original(), weight, self.sizing())
+        super::split::stage_split(self.spec, self.original(), weight, self.sizing())
+    }
+
+    /// The candidate the stages walk: `spec.candidate`, or the selection's winner once chosen.
+    pub fn candidate(&self) -> &'a crate::api::ServerConfig {
+        let spec = self.spec;
+        spec.walked_candidate(Some(&self.status))
+    }
+
+    /// The highest share any variant of this experiment gets now — the candidate's, the fresh
+    /// baseline's, a selection candidate's: nonzero while the route is still split by it.
+    pub fn route_traffic(&self) -> i32 {
+        let variants = self.obs.selection.iter().flat_map(|s| {
+            s.candidates
+                .iter()
+                .chain([&s.fresh_baseline])
+                .map(|v| v.share)
+        });
+        variants.fold(self.obs.effective_weight, i32::max)
+    }
+
+    /// `status.selection`, made empty if missing.
+    pub fn selection(&mut self) -> &mut crate::api::SelectionStatus {
+        self.status.selection.get_or_insert_with(Default::default)
     }
 
     /// Starts stage `index`: its clock starts once the split is in force.
@@ -175,7 +195,7 @@ impl<'a> Ctx<'a> {
         } else {
             ("StageAdvanced", "Advancing to")
         };
-        let candidate = self.spec.candidate.summary();
+        let candidate = self.candidate().summary();
         let msg = format!(
             "{verb} stage {}/{n}: {weight}% of traffic to the candidate ({candidate}).",
             index + 1
@@ -251,7 +271,7 @@ impl<'a> Ctx<'a> {
         self.status.phase = Phase::Promoting;
         self.set_hold(None);
         // What was judged is what lands, even if spec.candidate is edited from now on.
-        self.status.promoting = Some(self.spec.candidate.clone());
+        self.status.promoting = Some(self.candidate().clone());
         self.status.message = Some(message.clone());
         self.status.decision = Some(Decision {
             action: DecisionAction::Promote,
@@ -262,12 +282,12 @@ impl<'a> Ctx<'a> {
         self.event(EventType::Normal, "Promoting", message);
     }
 
-    /// The config being promoted: `status.promoting` once decided, else `spec.candidate`.
+    /// The config being promoted: `status.promoting` once decided, else the walked candidate.
     pub fn promoted_candidate(&self) -> &crate::api::ServerConfig {
-        self.status
-            .promoting
-            .as_ref()
-            .unwrap_or(&self.spec.candidate)
+        match self.status.promoting.as_ref() {
+            Some(judged) => judged,
+            None => self.candidate(),
+        }
     }
 
     /// Refreshes the per-variant replica counts and configs from the observations.
@@ -293,6 +313,28 @@ impl<'a> Ctx<'a> {
                 config,
                 pods: pods(target_name),
             });
+        }
+        // The fresh baseline while it runs: the target's config, on its own pods.
+        let fresh = self.obs.selection.as_ref();
+        let fresh = fresh.and_then(|s| s.fresh_baseline.deployment.clone());
+        let shown = fresh.map(|d| {
+            let name = crate::workload::fresh_baseline_name(target_name);
+            let config = self.status.baseline.as_ref().map(|b| b.config.clone());
+            let config = config.unwrap_or_default();
+            VariantStatus {
+                pods: pods(&name),
+                deployment: name,
+                replicas: d.replicas,
+                ready_replicas: d.ready_replicas,
+                summary: config.summary(),
+                config,
+            }
+        });
+        if shown.is_some() || self.status.fresh_baseline.is_some() {
+            self.status
+                .fresh_baseline
+                .get_or_insert_with(Default::default)
+                .variant = shown;
         }
         let config = RenderedServer::from(self.promoted_candidate());
         let c = self.obs.candidate.clone().unwrap_or_default();

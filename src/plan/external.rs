@@ -70,7 +70,7 @@ pub fn complete(cx: &mut Ctx) -> bool {
          the operator: completing the promotion — the target back at its size, then the \
          candidate removed.",
         cx.spec.target_ref.name,
-        cx.spec.candidate.summary()
+        cx.candidate().summary()
     );
     cx.start_promotion(DecisionReason::PromotedExternally, msg);
     true
@@ -106,7 +106,7 @@ pub fn hold_message(cx: &Ctx) -> String {
         None => format!(
             "All stages passed; holding at stage {stage} until Deployment {name}'s template \
              carries the candidate config ({}) from Git.",
-            cx.spec.candidate.summary()
+            cx.candidate().summary()
         ),
     }
 }

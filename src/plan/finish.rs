@@ -37,7 +37,7 @@ pub fn promote(cx: &mut Ctx) {
         ));
         return cx.wait(POLL);
     }
-    if router.needs_restore(cx.obs.effective_weight) {
+    if router.needs_restore(cx.route_traffic()) {
         cx.actions.push(Action::RestoreRoute);
         cx.status.message =
             Some("Promoting: the target runs the candidate config; restoring the route.".into());
@@ -63,7 +63,7 @@ pub fn promote(cx: &mut Ctx) {
 /// the same (a config no stage judged never lands), and the edit is said once.
 fn edited_while_promoting(cx: &mut Ctx) {
     let judged = RenderedServer::from(cx.promoted_candidate());
-    let now = RenderedServer::from(&cx.spec.candidate);
+    let now = RenderedServer::from(cx.candidate());
     if !cx.spec_changed || judged == now {
         return;
     }
@@ -81,11 +81,7 @@ fn edited_while_promoting(cx: &mut Ctx) {
 /// to restore, so the candidate is removed at once.
 pub fn roll_back(cx: &mut Ctx) {
     cx.update_variants();
-    let route_restored = !cx
-        .spec
-        .traffic
-        .router
-        .needs_restore(cx.obs.effective_weight);
+    let route_restored = !cx.spec.traffic.router.needs_restore(cx.route_traffic());
     if !route_restored {
         cx.actions.push(Action::RestoreRoute);
     }

@@ -4,7 +4,7 @@
 use super::ctx::Ctx;
 use super::observations::{EventType, Observations, Step};
 use super::validate::{validate, Timing};
-use super::{approval, capacity, external, finish, progress, retry, split, timing};
+use super::{approval, external, finish, progress, retry, select, timing};
 use crate::api::reason::DecisionReason;
 use crate::api::{
     ConcurrencyExperimentSpec, ConcurrencyExperimentStatus, OriginalState, Phase, TargetScale,
@@ -22,11 +22,37 @@ pub fn step(
 ) -> Step {
     let mut cx = Ctx::new(spec, status, obs);
     run(&mut cx);
+    select::remove_leftovers(&mut cx);
     approval::settle(&mut cx);
     retry::settle(&mut cx);
     remember_route(&mut cx);
     external::remember(&mut cx);
+    remember_baselines(&mut cx);
     cx.finish()
+}
+
+/// Both baselines' values of the latest interval that measured them (a replay of an older
+/// one changes nothing); a fresh baseline seen gone is no longer shown, whatever the phase.
+fn remember_baselines(cx: &mut Ctx) {
+    let gone = cx
+        .obs
+        .selection
+        .as_ref()
+        .is_none_or(|s| s.fresh_baseline.deployment.is_none());
+    if let Some(fresh) = cx.status.fresh_baseline.as_mut().filter(|_| gone) {
+        fresh.variant = None;
+    }
+    let Some(new) = &cx.obs.baselines else {
+        return;
+    };
+    let fresh = cx
+        .status
+        .fresh_baseline
+        .get_or_insert_with(Default::default);
+    let stored = fresh.measured.as_ref().map(|m| m.at.0);
+    if stored.is_none_or(|at| new.at.0 > at) {
+        fresh.measured = Some(new.clone());
+    }
 }
 
 /// The route's backendRefs as they were before the experiment touched them, kept once (with
@@ -63,7 +89,7 @@ fn run(cx: &mut Ctx) {
         Err(msg) => {
             match phase {
                 Phase::Pending => return invalid(cx, msg),
-                Phase::Progressing | Phase::Paused => cx.start_rollback(
+                Phase::Selecting | Phase::Progressing | Phase::Paused => cx.start_rollback(
                     DecisionReason::InvalidSpec,
                     format!("The spec became invalid: {msg}."),
                 ),
@@ -76,7 +102,7 @@ fn run(cx: &mut Ctx) {
     if cx.obs.abort_requested
         && matches!(
             cx.status.phase,
-            Phase::Pending | Phase::Progressing | Phase::Paused
+            Phase::Pending | Phase::Selecting | Phase::Progressing | Phase::Paused
         )
     {
         cx.start_rollback(
@@ -91,6 +117,7 @@ fn run(cx: &mut Ctx) {
     }
     match (cx.status.phase, timing) {
         (Phase::Pending, Some(t)) => pending(cx, &t),
+        (Phase::Selecting, Some(t)) => select::run(cx, &t),
         (Phase::Progressing | Phase::Paused, Some(t)) => progress::run(cx, &t),
         (Phase::Promoting, _) => finish::promote(cx),
         (Phase::RollingBack, _) => finish::roll_back(cx),
@@ -110,7 +137,7 @@ fn target_changed(cx: &mut Ctx) {
     };
     let phase = cx.status.phase;
     let promoting = phase == Phase::Promoting && !target.runs_candidate_config;
-    if !(matches!(phase, Phase::Progressing | Phase::Paused) || promoting) {
+    if !(matches!(phase, Phase::Selecting | Phase::Progressing | Phase::Paused) || promoting) {
         return;
     }
     let Some(original) = cx.status.original.as_mut() else {
@@ -157,7 +184,11 @@ fn follow_target_scale(cx: &mut Ctx) {
     };
     let running = matches!(
         cx.status.phase,
-        Phase::Progressing | Phase::Paused | Phase::Promoting | Phase::RollingBack
+        Phase::Selecting
+            | Phase::Progressing
+            | Phase::Paused
+            | Phase::Promoting
+            | Phase::RollingBack
     );
     let Some(original) = cx.status.original.as_mut().filter(|_| running) else {
         return;
@@ -212,7 +243,7 @@ fn in_the_way(cx: &mut Ctx) -> bool {
             invalid(cx, msg);
             true
         }
-        Phase::Progressing | Phase::Paused => {
+        Phase::Selecting | Phase::Progressing | Phase::Paused => {
             let msg = format!(
                 "{what} {exists} but {is} not managed by this experiment (replaced by someone \
                  else); rolling back without touching {it}."
@@ -254,17 +285,19 @@ fn pending(cx: &mut Ctx, t: &Timing) {
         });
     }
     cx.update_variants();
-    cx.enter_stage(0);
-    // Told once, at the start: what the router can really give, and a gate that is off.
-    if let Some(msg) = split::coarse_split(cx.spec, cx.original(), cx.sizing()) {
-        cx.event(EventType::Normal, "CoarseSplit", msg);
+    if cx.spec.selects() {
+        // One pod per variant must leave the candidates at most half of the traffic.
+        let n = cx.spec.candidate_list().len() as i32;
+        let weight = cx.spec.selection_or_default().weight;
+        if let Err(e) = cx
+            .spec
+            .traffic
+            .router
+            .selection_split(cx.original(), weight, n, true)
+        {
+            return invalid(cx, format!("spec.candidates: {e}"));
+        }
+        return select::run(cx, t);
     }
-    if let Some(why) = capacity::off_reason(cx.spec, t).filter(|_| cx.spec.stages.len() > 1) {
-        let msg = format!(
-            "The capacity gate is off ({why}): each step is taken on the checks alone, without \
-             predicting whether the candidate can carry it."
-        );
-        cx.event(EventType::Normal, capacity::CAPACITY_GATE_OFF, msg);
-    }
-    progress::run(cx, t);
+    progress::start(cx, t);
 }

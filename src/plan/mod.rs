@@ -73,30 +73,44 @@
 //! target: it becomes `original.replicas` (Event `TargetScaled`). An object by the names the
 //! experiment writes that it did not create (`Observations::not_ours`) makes a Pending
 //! experiment `Invalid` and rolls a running one back (`NotOwned`), never touching it.
+//!
+//! Selection (`select`, `elimination`, `ranking`; docs/selection.md): with `spec.candidates`
+//! Pending goes to `Selecting`, where every candidate and a fresh baseline run on equal shares
+//! on top of the untouched target (`traffic::Router::selection_split`), each interval's
+//! `Observations::selection` analyses eliminate failing candidates one by one, and after
+//! `selection.duration` the ranking picks the winner, which enters stage 1 as the candidate
+//! (`Ctx::candidate`). The shell does not run selections yet (it reports them as a spec error).
 
 mod analysis;
 mod approval;
 mod capacity;
 pub mod conditions;
 mod ctx;
+mod elimination;
 mod external;
 mod finish;
+mod fresh;
 mod machine;
 mod observations;
 mod pause;
 mod progress;
+pub mod ranking;
 mod readiness;
 mod retry;
+mod select;
 mod split;
 mod timing;
 mod validate;
 
 pub use analysis::{failing_checks, INCONCLUSIVE_LIMIT, KEPT_ANALYSES, NO_DATA_LIMIT};
 pub use capacity::{CAPACITY_GATE_OFF, CAPACITY_UNKNOWN, INSUFFICIENT_CAPACITY};
+pub use elimination::{CANDIDATE_ELIMINATED, LOW_SIGNAL_UTILIZATION};
 pub use machine::step;
 pub use observations::*;
 pub use pause::PAUSED_BY_USER;
 pub use progress::{AWAITING_APPROVAL, AWAITING_EXTERNAL_PROMOTION, PROGRESS_DEADLINE_EXCEEDED};
+pub use select::CANDIDATE_CHOSEN;
+pub use split::fresh_baseline;
 pub use timing::{analysis_due, deadline_passed, next_analysis_at, AFTER_WRITE, POLL, TARGET_POLL};
 pub use validate::{validate, Timing};
 

@@ -4,8 +4,8 @@ use std::time::Duration;
 
 use jiff::Timestamp;
 
-pub use crate::analysis::AnalysisOutcome;
-use crate::api::{ConcurrencyExperimentStatus, PromotionPatch, RenderedServer};
+pub use crate::analysis::{AnalysisOutcome, CandidateAnalysis, SelectionAnalysis};
+use crate::api::{BaselinesMeasured, ConcurrencyExperimentStatus, PromotionPatch, RenderedServer};
 pub use crate::workload::DeploymentState;
 
 /// Everything the shell observed in one reconcile.
@@ -64,6 +64,53 @@ pub struct Observations {
     pub route_backend_refs: Option<String>,
     /// Set when the shell ran an analysis in this reconcile (because `analysis_due` said so).
     pub analysis: Option<AnalysisOutcome>,
+    /// The selection's variants and analyses (docs/selection.md); `None` outside a selection.
+    pub selection: Option<SelectionObservations>,
+    /// Set with an analysis against a fresh baseline: each check on the long-running target
+    /// and on the fresh baseline (`status.freshBaseline.measured`).
+    pub baselines: Option<BaselinesMeasured>,
+}
+
+/// What the shell observed of a selection in one reconcile.
+#[derive(Clone, Debug, PartialEq, Default)]
+pub struct SelectionObservations {
+    /// Per entry of `spec.candidates`, in order.
+    pub candidates: Vec<VariantObservation>,
+    /// The fresh baseline (`workload::fresh_baseline_name`, next session).
+    pub fresh_baseline: VariantObservation,
+    /// Set when the shell ran the selection's analyses in this reconcile.
+    pub analysis: Option<SelectionAnalysis>,
+}
+
+/// One variant's Deployment and the share of traffic it gets now.
+#[derive(Clone, Debug, PartialEq, Default)]
+pub struct VariantObservation {
+    /// `None` when the Deployment does not exist.
+    pub deployment: Option<DeploymentState>,
+    /// Its template carries the variant's config (rolled out is in `deployment`).
+    pub runs_spec_config: bool,
+    /// Percent of traffic it gets now: its ready pods' share (`replicas`) or its route weight.
+    pub share: i32,
+}
+
+/// What the shell does for a selection.
+#[derive(Clone, Debug, PartialEq)]
+pub enum SelectionAction {
+    /// Create or update candidate `index`'s Deployment (`<target>-candidate-<index+1>`).
+    EnsureVariant { index: usize, replicas: i32 },
+    /// Create or update the fresh baseline's Deployment (the target's template).
+    EnsureFreshBaseline { replicas: i32 },
+    /// `gatewayAPI`: set the route's weights, percent: each listed candidate's, the fresh
+    /// baseline's; the target's Service gets the rest.
+    SetWeights {
+        candidates: Vec<(usize, i32)>,
+        fresh_baseline: i32,
+    },
+    /// Delete candidate `index`'s Deployment and Service (eliminated, or the choice is made).
+    RemoveVariant { index: usize },
+    /// Delete the fresh baseline's Deployment and Service (at 100 %, or finishing), and the
+    /// split's baseline Service when there is no candidate to take it (a selection ending).
+    RemoveFreshBaseline,
 }
 
 /// The target Deployment; present whenever it exists, even with a template the experiment can
@@ -109,8 +156,12 @@ pub enum Action {
     EnsureCandidate { replicas: i32 },
     /// Set the target Deployment's `spec.replicas`.
     ScaleTarget { replicas: i32 },
-    /// `gatewayAPI`: ensure the baseline/candidate Services and set the HTTPRoute weights.
-    SetRouteWeights { candidate_weight: i32 },
+    /// `gatewayAPI`: ensure the baseline/candidate Services and set the HTTPRoute weights,
+    /// percent: the candidate's, the fresh baseline's beside it (0: none), the baseline the rest.
+    SetRouteWeights {
+        candidate_weight: i32,
+        fresh_baseline: i32,
+    },
     /// `gatewayAPI`: put the HTTPRoute's original backendRefs back.
     RestoreRoute,
     /// Write the candidate server config into the target's pod template.
@@ -121,6 +172,8 @@ pub enum Action {
     ClearApproval,
     /// Remove the `concurrency.dev/retry` annotation from the experiment: it was acted on.
     ClearRetry,
+    /// A selection's variants (docs/selection.md).
+    Selection(SelectionAction),
     /// Record a Kubernetes Event on the experiment.
     Event {
         type_: EventType,

@@ -6,6 +6,7 @@ use super::capacity::{self, Gate, CAPACITY_UNKNOWN};
 use super::ctx::Ctx;
 use super::external;
 use super::finish;
+use super::fresh;
 use super::observations::{Action, EventType};
 use super::pause::{self, Pause};
 use super::readiness;
@@ -21,6 +22,24 @@ pub const AWAITING_APPROVAL: &str = HoldReason::AwaitingApproval.as_str();
 pub const AWAITING_EXTERNAL_PROMOTION: &str = HoldReason::AwaitingExternalPromotion.as_str();
 /// Decision reason when a stage's split was not in force within `spec.progressDeadline`.
 pub const PROGRESS_DEADLINE_EXCEEDED: &str = DecisionReason::ProgressDeadlineExceeded.as_str();
+
+/// Enters stage 1 — from Pending, or with a selection's winner — and says once what the
+/// router can really give and whether the capacity gate is off.
+pub fn start(cx: &mut Ctx, t: &Timing) {
+    cx.enter_stage(0);
+    if let Some(msg) = split::coarse_split(cx.spec, cx.original(), cx.sizing()) {
+        cx.event(EventType::Normal, "CoarseSplit", msg);
+    }
+    let off = capacity::off_reason(cx.candidate(), t).filter(|_| cx.spec.stages.len() > 1);
+    if let Some(why) = off {
+        let msg = format!(
+            "The capacity gate is off ({why}): each step is taken on the checks alone, without \
+             predicting whether the candidate can carry it."
+        );
+        cx.event(EventType::Normal, capacity::CAPACITY_GATE_OFF, msg);
+    }
+    run(cx, t);
+}
 
 pub fn run(cx: &mut Ctx, t: &Timing) {
     let old_pause = pause::stored(&cx.status);
@@ -134,7 +153,7 @@ pub fn run(cx: &mut Ctx, t: &Timing) {
 /// everything measured so far belongs to the old config, so the experiment starts again at
 /// stage 1 with a fresh history, and `apply_split` re-applies the candidate.
 fn restart_if_candidate_changed(cx: &mut Ctx) {
-    let new = RenderedServer::from(&cx.spec.candidate);
+    let new = RenderedServer::from(cx.candidate());
     let Some(old) = cx.status.candidate.as_ref().map(|c| c.config.clone()) else {
         return;
     };
@@ -259,11 +278,18 @@ fn apply_split(cx: &mut Ctx, index: usize) -> bool {
     let candidate_done = candidate.is_some_and(|c| {
         c.replicas == split.candidate && c.rolled_out && cx.obs.candidate_runs_spec_config
     }) && candidate_ready;
-    if let Some(candidate_weight) = router.weight_to_apply(&split, &live) {
-        cx.actions
-            .push(Action::SetRouteWeights { candidate_weight });
+    let fresh = fresh::beside(cx, weight);
+    let apply = router.weight_to_apply(&split, &live);
+    // The fresh baseline's route weight is set with the candidate's, once its pods are ready.
+    let fresh_off = router.uses_route() && candidate_ready && fresh.ready && fresh.share_off;
+    if let Some(candidate_weight) = apply.or(fresh_off.then_some(weight)) {
+        cx.actions.push(Action::SetRouteWeights {
+            candidate_weight,
+            fresh_baseline: if fresh.ready { fresh.share } else { 0 },
+        });
     }
-    router.in_force(&split, &live, candidate_done)
+    let fresh_in_force = fresh.ready && !(router.uses_route() && fresh.share_off);
+    router.in_force(&split, &live, candidate_done) && fresh_in_force
 }
 
 /// The stage's duration has passed since its split was in force, at least one analysis in it

@@ -37,7 +37,7 @@ pub fn handle(cx: &mut Ctx) {
         Phase::Succeeded => format!(
             "the experiment succeeded, Deployment {target} already runs {}; create a new \
              experiment to try another config",
-            cx.spec.candidate.summary()
+            cx.candidate().summary()
         ),
         Phase::Invalid => {
             "an Invalid experiment cannot run; fix the spec, then delete and re-create it".into()

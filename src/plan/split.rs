@@ -1,8 +1,46 @@
-//! The split the router really gives for the planned stages: `status.plannedEffectiveWeights`
-//! and, when it is far from the plan, the `CoarseSplit` Event at the start.
+//! The split the router really gives for the planned stages — a fresh baseline beside the
+//! candidate counted —: `status.plannedEffectiveWeights` and, when it is far from the plan,
+//! the `CoarseSplit` Event at the start.
 
 use crate::api::ConcurrencyExperimentSpec;
-use crate::traffic::Sizing;
+use crate::traffic::{ReplicaSplit, SelectionSplit, Sizing};
+
+/// The fresh baseline beside a stage of `weight` percent (docs/selection.md): its pods and
+/// share, when the spec has one (`baseline.fresh`, or after a selection) and the stage leaves
+/// the baseline any traffic (below 100 %). The same size as alone in a selection.
+pub fn fresh_baseline(
+    spec: &ConcurrencyExperimentSpec,
+    original: i32,
+    weight: i32,
+) -> Option<SelectionSplit> {
+    if !spec.fresh_baseline() || weight >= 100 {
+        return None;
+    }
+    let w = spec.selection_or_default().weight;
+    let split = spec
+        .traffic
+        .router
+        .selection_split(original, w, 0, true)
+        .ok()?;
+    // The route gives the candidate its exact weight first.
+    Some(SelectionSplit {
+        share: split.share.min(100 - weight),
+        ..split
+    })
+}
+
+/// A stage's split, the fresh baseline's pods counted.
+pub fn stage_split(
+    spec: &ConcurrencyExperimentSpec,
+    original: i32,
+    weight: i32,
+    sizing: Sizing,
+) -> ReplicaSplit {
+    let fresh = fresh_baseline(spec, original, weight).map_or(0, |f| f.pods_per_variant);
+    spec.traffic
+        .router
+        .split_beside_fresh(original, weight, sizing, fresh)
+}
 
 /// Per stage, the candidate's share the router really gives.
 pub fn planned_effective_weights(
@@ -12,12 +50,7 @@ pub fn planned_effective_weights(
 ) -> Vec<i32> {
     spec.stages
         .iter()
-        .map(|s| {
-            spec.traffic
-                .router
-                .split_sized(original, s.weight, sizing)
-                .planned_effective_weight
-        })
+        .map(|s| stage_split(spec, original, s.weight, sizing).planned_effective_weight)
         .collect()
 }
 

@@ -59,10 +59,15 @@ pub fn next_analysis_at(
     status: &ConcurrencyExperimentStatus,
     interval: Duration,
 ) -> Option<Timestamp> {
-    if !matches!(status.phase, Phase::Progressing | Phase::Paused) || interval.is_zero() {
+    if interval.is_zero() {
         return None;
     }
-    let started = status.stage_started_at.as_ref()?.0;
+    // A selection's analyses count from every variant's share in force, a stage's from its own.
+    let started = match status.phase {
+        Phase::Selecting => status.selection.as_ref()?.started_at.as_ref()?.0,
+        Phase::Progressing | Phase::Paused => status.stage_started_at.as_ref()?.0,
+        _ => return None,
+    };
     let from = match &status.last_analysis_at {
         Some(last) if last.0 > started => last.0,
         _ => started,

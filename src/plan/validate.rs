@@ -18,6 +18,8 @@ pub struct Timing {
     pub progress_deadline: Duration,
     /// `spec.analysis.maxPredictedUtilization` as a share; `None` when the gate is `off`.
     pub max_utilization: Option<f64>,
+    /// `spec.selection.duration` (default filled in) when the experiment selects.
+    pub selection: Option<Duration>,
 }
 
 impl Timing {
@@ -76,10 +78,21 @@ pub fn validate(
     parse_percent("spec.analysis.recommendation.minGain", &rec.min_gain).map_err(err)?;
     parse_percent("spec.analysis.recommendation.asyncAbove", &rec.async_above).map_err(err)?;
     let max_utilization = max_predicted_utilization(&spec.analysis).map_err(err)?;
+    let selection = match spec.selects() {
+        true => {
+            let sel = spec.selection_or_default();
+            if let Some(tol) = &sel.tolerance {
+                parse_percent("spec.selection.tolerance", tol).map_err(err)?;
+            }
+            Some(parse_duration("spec.selection.duration", &sel.duration).map_err(err)?)
+        }
+        false => None,
+    };
     Ok(Timing {
         stages,
         interval,
         progress_deadline,
         max_utilization,
+        selection,
     })
 }

@@ -20,8 +20,9 @@ use super::experiment_metrics::ExperimentGauges;
 use crate::api::{BuiltinMetric, ConcurrencyExperimentStatus, Phase, Verdict};
 
 /// Every phase, so that `set_experiment_phases` can reset phases that no longer have experiments.
-pub const ALL_PHASES: [Phase; 8] = [
+pub const ALL_PHASES: [Phase; 9] = [
     Phase::Pending,
+    Phase::Selecting,
     Phase::Progressing,
     Phase::Paused,
     Phase::Promoting,

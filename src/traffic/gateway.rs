@@ -65,20 +65,21 @@ pub fn route_backend_refs(route: &Value) -> Result<Value, WorkloadError> {
     ))
 }
 
-/// Merge patch sending `candidate_weight` percent of what each rule sent to `service` to
-/// `candidate_svc` and the rest to `baseline_svc`. The two refs take the place of the original
-/// one (port, filters and all); refs to other backends keep their share of the rule, so their
-/// weights are scaled by 100 on the first split. Applying it again to an already split route
-/// only moves the weights. Rules that do not send traffic to `service` are left as they are.
-pub fn weighted_route_patch(
+/// Merge patch sending each rule's traffic for `service` to `backends` (Service name and
+/// percent, together 100): a stage's baseline and candidate, or a selection's baseline, fresh
+/// baseline and candidates. They take the place of the original ref (port, filters and all);
+/// refs to `ours` — every Service the experiment made, so a split by another set of variants
+/// (the selection's, before stage 1) is replaced, not added to — are dropped; refs to other
+/// backends keep their share of the rule, so their weights are scaled by 100 on the first
+/// split. Applying it again to an already split route only moves the weights. Rules that do
+/// not send traffic to `service` (or ours) are left as they are.
+pub fn split_route_patch(
     route: &Value,
     service: &str,
-    baseline_svc: &str,
-    candidate_svc: &str,
-    candidate_weight: i32,
+    ours: &[&str],
+    backends: &[(&str, i32)],
 ) -> Result<Value, WorkloadError> {
     let namespace = route.pointer("/metadata/namespace").and_then(Value::as_str);
-    let w = i64::from(candidate_weight.clamp(0, 100));
     let mut referenced = false;
     let new_rules: Vec<Value> = rules(route)?
         .iter()
@@ -87,9 +88,10 @@ pub fn weighted_route_patch(
                 return rule.clone();
             };
             let is = |b: &Value, name: &str| refers_to(b, name, namespace);
-            let split = |b: &Value| is(b, baseline_svc) || is(b, candidate_svc);
-            let ours = |b: &Value| is(b, service) || split(b);
-            let Some(first) = refs.iter().position(ours) else {
+            let split =
+                |b: &Value| ours.iter().any(|n| is(b, n)) || backends.iter().any(|(n, _)| is(b, n));
+            let mine = |b: &Value| is(b, service) || split(b);
+            let Some(first) = refs.iter().position(mine) else {
                 return rule.clone();
             };
             referenced = true;
@@ -98,20 +100,19 @@ pub fn weighted_route_patch(
             let share = if already_split {
                 refs.iter().filter(|b| split(b)).map(weight).sum::<i64>() / 100
             } else {
-                refs.iter().filter(|b| ours(b)).map(weight).sum::<i64>()
+                refs.iter().filter(|b| mine(b)).map(weight).sum::<i64>()
             };
-            let variant = |name: &str, weight: i64| {
+            let variant = |name: &str, percent: i32| {
                 let mut backend = refs[first].clone();
                 backend["name"] = json!(name);
-                backend["weight"] = json!(weight);
+                backend["weight"] = json!(share * i64::from(percent.clamp(0, 100)));
                 backend
             };
-            let mut new_refs = Vec::with_capacity(refs.len() + 1);
+            let mut new_refs = Vec::with_capacity(refs.len() + backends.len());
             for (i, backend) in refs.iter().enumerate() {
                 if i == first {
-                    new_refs.push(variant(baseline_svc, share * (100 - w)));
-                    new_refs.push(variant(candidate_svc, share * w));
-                } else if !ours(backend) {
+                    new_refs.extend(backends.iter().map(|(n, w)| variant(n, *w)));
+                } else if !mine(backend) {
                     let mut other = backend.clone();
                     if !already_split {
                         other["weight"] = json!(weight(backend) * 100);
@@ -190,6 +191,34 @@ pub fn route_weight(route: &Value, baseline_svc: &str, candidate_svc: &str) -> O
             Some(percent(to_i32(candidate), to_i32(baseline + candidate)))
         })
         .max()
+}
+
+/// Each of `services`' percent of the traffic split between them (a selection's baseline,
+/// fresh baseline and candidates), as the route stands: 0 for one it does not send traffic
+/// to. When rules disagree, the highest share, as for [`route_weight`].
+pub fn route_shares(route: &Value, services: &[&str]) -> Vec<i32> {
+    let namespace = route.pointer("/metadata/namespace").and_then(Value::as_str);
+    let mut shares = vec![0; services.len()];
+    let rules = route.pointer("/spec/rules").and_then(Value::as_array);
+    for refs in rules
+        .into_iter()
+        .flatten()
+        .filter_map(|r| r.get("backendRefs")?.as_array())
+    {
+        let sum = |name: &str| -> i64 {
+            refs.iter()
+                .filter(|b| refers_to(b, name, namespace))
+                .map(weight)
+                .sum()
+        };
+        let each: Vec<i64> = services.iter().map(|s| sum(s)).collect();
+        let total: i64 = each.iter().sum();
+        let to_i32 = |v: i64| i32::try_from(v).unwrap_or(i32::MAX);
+        for (share, w) in shares.iter_mut().zip(&each) {
+            *share = (*share).max(percent(to_i32(*w), to_i32(total)));
+        }
+    }
+    shares
 }
 
 /// The core Services (in the route's namespace) the route sends traffic to, in order.

@@ -5,14 +5,16 @@
 mod gateway;
 mod replicas;
 mod router;
+mod selection;
 mod services;
 mod split;
 
 pub use gateway::{
-    restore_route_patch, route_backend_refs, route_services, route_weight, weighted_route_patch,
-    HTTPROUTE_API_VERSION,
+    restore_route_patch, route_backend_refs, route_services, route_shares, route_weight,
+    split_route_patch, HTTPROUTE_API_VERSION,
 };
 pub use router::Router;
+pub use selection::{SelectionSplit, SplitTooCoarse};
 pub use services::*;
 pub use split::*;
 

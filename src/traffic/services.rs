@@ -1,4 +1,5 @@
-//! `gatewayAPI` router: the two Services an HTTPRoute splits traffic between.
+//! `gatewayAPI` router: the Services an HTTPRoute splits traffic between (a stage's baseline
+//! and candidate; a selection's baseline, fresh baseline and candidates).
 //!
 //! Candidate pods carry the target's labels (so the `replicas` router works through the
 //! user's Service, and NetworkPolicies, PodMonitors or PDBs on those labels cover them too),
@@ -21,8 +22,10 @@ use serde_json::Value;
 use super::gateway::route_services;
 use crate::api::{ConcurrencyExperiment, Traffic};
 use crate::workload::{
-    baseline_service_name, candidate_service_name, experiment_owner_ref, target_match_labels,
-    variant_labels, WorkloadError, POD_TEMPLATE_HASH, VARIANT_BASELINE, VARIANT_CANDIDATE,
+    baseline_service_name, candidate_service_name, experiment_owner_ref,
+    fresh_baseline_service_name, target_match_labels, variant_label, variant_labels,
+    variant_service_name, WorkloadError, POD_TEMPLATE_HASH, VARIANT_BASELINE, VARIANT_CANDIDATE,
+    VARIANT_FRESH_BASELINE,
 };
 
 /// `<service>-baseline`: the target's current ReplicaSet's pods, on the user Service's ports.
@@ -49,15 +52,54 @@ pub fn candidate_service(
     target: &Deployment,
     experiment: &ConcurrencyExperiment,
 ) -> Result<Service, WorkloadError> {
-    let mut selector = target_match_labels(target)?;
-    selector.extend(variant_labels(&experiment.name_any(), VARIANT_CANDIDATE));
-    variant_service(
+    let name = candidate_service_name(&user_service.name_any());
+    pods_service(user_service, target, experiment, name, VARIANT_CANDIDATE)
+}
+
+/// `<service>-candidate-<index + 1>`: a selection's candidate `index`'s pods.
+pub fn selection_variant_service(
+    user_service: &Service,
+    target: &Deployment,
+    experiment: &ConcurrencyExperiment,
+    index: usize,
+) -> Result<Service, WorkloadError> {
+    let name = variant_service_name(&user_service.name_any(), index);
+    pods_service(
         user_service,
+        target,
         experiment,
-        candidate_service_name(&user_service.name_any()),
-        VARIANT_CANDIDATE,
-        selector,
+        name,
+        &variant_label(index),
     )
+}
+
+/// `<service>-fresh-baseline`: the fresh baseline's pods.
+pub fn fresh_baseline_service(
+    user_service: &Service,
+    target: &Deployment,
+    experiment: &ConcurrencyExperiment,
+) -> Result<Service, WorkloadError> {
+    let name = fresh_baseline_service_name(&user_service.name_any());
+    pods_service(
+        user_service,
+        target,
+        experiment,
+        name,
+        VARIANT_FRESH_BASELINE,
+    )
+}
+
+/// The pods of one variant Deployment of the experiment: the target's labels and its own.
+fn pods_service(
+    user_service: &Service,
+    target: &Deployment,
+    experiment: &ConcurrencyExperiment,
+    name: String,
+    variant: &str,
+) -> Result<Service, WorkloadError> {
+    let mut selector = target_match_labels(target)?;
+    selector.extend(variant_labels(&experiment.name_any(), variant));
+    variant_service(user_service, experiment, name, variant, selector)
 }
 
 /// Annotation the Deployment controller keeps equal on a Deployment and its current ReplicaSet.

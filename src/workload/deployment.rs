@@ -1,4 +1,5 @@
-//! The candidate Deployment, the promoted template, and what status says about each.
+//! The variants' Deployments (the candidate, a selection's candidates, the fresh baseline),
+//! the promoted template, and what status says about each.
 
 use std::collections::BTreeMap;
 
@@ -7,7 +8,11 @@ use k8s_openapi::api::core::v1::PodTemplateSpec;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta, OwnerReference};
 use kube::{Resource, ResourceExt};
 
-use super::names::{candidate_name, variant_labels, POD_TEMPLATE_HASH, VARIANT_CANDIDATE};
+use super::fingerprint::TemplateFingerprint;
+use super::names::{
+    candidate_name, fresh_baseline_name, variant_label, variant_labels, variant_name,
+    POD_TEMPLATE_HASH, VARIANT_CANDIDATE, VARIANT_FRESH_BASELINE,
+};
 use super::render::{app_container_index, render_server};
 use super::WorkloadError;
 use crate::api::{ConcurrencyExperiment, RenderedServer, ServerConfig, VariantStatus};
@@ -65,12 +70,98 @@ pub fn experiment_owner_ref(
     })
 }
 
-/// The candidate: the target's Deployment with the candidate server config in its app
-/// container, its own selector (target labels + variant + experiment) and `replicas` pods.
-/// Probes, volumes, pod annotations, strategy — everything else is the target's.
+/// The candidate the stages walk: `<target>-candidate`, with `spec.candidate` or, after a
+/// selection, its winner (see [`variant_deployment`]).
 pub fn candidate_deployment(
     target: &Deployment,
     experiment: &ConcurrencyExperiment,
+    replicas: i32,
+) -> Result<Deployment, WorkloadError> {
+    let variant = Variant {
+        name: candidate_name(&target.name_any()),
+        label: VARIANT_CANDIDATE.to_string(),
+        config: Some(experiment.spec.walked_candidate(experiment.status.as_ref())),
+    };
+    variant_deployment(target, experiment, &variant, replicas)
+}
+
+/// Candidate `index` of a selection: `<target>-candidate-<index + 1>` with
+/// `spec.candidates[index]`.
+pub fn selection_variant_deployment(
+    target: &Deployment,
+    experiment: &ConcurrencyExperiment,
+    index: usize,
+    replicas: i32,
+) -> Result<Deployment, WorkloadError> {
+    let config = experiment
+        .spec
+        .candidate_list()
+        .get(index)
+        .ok_or(WorkloadError::NoSuchCandidate { index })?;
+    let variant = Variant {
+        name: variant_name(&target.name_any(), index),
+        label: variant_label(index),
+        config: Some(config),
+    };
+    variant_deployment(target, experiment, &variant, replicas)
+}
+
+/// The fresh baseline: the target's template unchanged (plus the variant labels), started
+/// with the candidates so its pods are as young as theirs. It carries the fingerprint of the
+/// template it copied ([`ANNOTATION_TARGET_TEMPLATE`]), which is how it is known to be current.
+pub fn fresh_baseline_deployment(
+    target: &Deployment,
+    experiment: &ConcurrencyExperiment,
+    replicas: i32,
+) -> Result<Deployment, WorkloadError> {
+    let variant = Variant {
+        name: fresh_baseline_name(&target.name_any()),
+        label: VARIANT_FRESH_BASELINE.to_string(),
+        config: None,
+    };
+    let mut d = variant_deployment(target, experiment, &variant, replicas)?;
+    d.metadata
+        .annotations
+        .get_or_insert_with(BTreeMap::new)
+        .insert(
+            ANNOTATION_TARGET_TEMPLATE.to_string(),
+            target_template(target),
+        );
+    Ok(d)
+}
+
+/// On the fresh baseline: the [`TemplateFingerprint`] of the target template it copies.
+pub const ANNOTATION_TARGET_TEMPLATE: &str = "concurrency.dev/target-template";
+
+fn target_template(target: &Deployment) -> String {
+    let template = target
+        .spec
+        .as_ref()
+        .map(|s| s.template.clone())
+        .unwrap_or_default();
+    TemplateFingerprint::of(&template).to_string()
+}
+
+/// The fresh baseline `fresh` was made from the target's template as it is now.
+pub fn copies_target_template(fresh: &Deployment, target: &Deployment) -> bool {
+    fresh.annotations().get(ANNOTATION_TARGET_TEMPLATE) == Some(&target_template(target))
+}
+
+/// One Deployment a variant runs in: its name, `LABEL_VARIANT` value and server config
+/// (`None`: the target's template as it is — the fresh baseline).
+pub struct Variant<'a> {
+    pub name: String,
+    pub label: String,
+    pub config: Option<&'a ServerConfig>,
+}
+
+/// A variant: the target's Deployment with the variant's server config in its app container,
+/// its own selector (target labels + variant + experiment) and `replicas` pods. Probes,
+/// volumes, pod annotations, strategy — everything else is the target's.
+pub fn variant_deployment(
+    target: &Deployment,
+    experiment: &ConcurrencyExperiment,
+    variant: &Variant,
     replicas: i32,
 ) -> Result<Deployment, WorkloadError> {
     let target_spec = target
@@ -82,16 +173,15 @@ pub fn candidate_deployment(
             field: "spec",
         })?;
     let owner = experiment_owner_ref(experiment)?;
-    let ours = variant_labels(&experiment.name_any(), VARIANT_CANDIDATE);
+    let ours = variant_labels(&experiment.name_any(), &variant.label);
 
     let mut match_labels = target_match_labels(target)?;
     match_labels.extend(ours.clone());
 
-    let mut template = promoted_template(
-        target,
-        &experiment.spec.candidate,
-        experiment.spec.container.as_deref(),
-    )?;
+    let mut template = match variant.config {
+        Some(config) => promoted_template(target, config, experiment.spec.container.as_deref())?,
+        None => target_spec.template.clone(),
+    };
     let meta = template.metadata.get_or_insert_with(ObjectMeta::default);
     let labels = meta.labels.get_or_insert_with(BTreeMap::new);
     labels.remove(POD_TEMPLATE_HASH);
@@ -101,7 +191,7 @@ pub fn candidate_deployment(
     deployment_labels.extend(ours);
     Ok(Deployment {
         metadata: ObjectMeta {
-            name: Some(candidate_name(&target.name_any())),
+            name: Some(variant.name.clone()),
             namespace: target.namespace().or_else(|| experiment.namespace()),
             labels: Some(deployment_labels),
             owner_references: Some(vec![owner]),

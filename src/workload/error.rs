@@ -22,6 +22,8 @@ pub enum WorkloadError {
          only matchLabels selectors are supported (candidate pods must join the same selector)"
     )]
     MatchExpressionsSelector { deployment: String },
+    #[error("spec.candidates has no entry {index}: the list was edited since it was read")]
+    NoSuchCandidate { index: usize },
     #[error("{kind} {name:?} is missing {field}")]
     MissingField {
         kind: &'static str,
@@ -106,6 +108,7 @@ impl WorkloadError {
                 "UnsupportedSelector"
             }
             WorkloadError::MissingField { .. } => "MissingField",
+            WorkloadError::NoSuchCandidate { .. } => "NoSuchCandidate",
             WorkloadError::NoTargetService { .. } | WorkloadError::ServiceNotFound { .. } => {
                 "ServiceNotFound"
             }

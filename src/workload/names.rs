@@ -8,6 +8,8 @@ pub const LABEL_EXPERIMENT: &str = "concurrency.dev/experiment";
 pub const LABEL_VARIANT: &str = "concurrency.dev/variant";
 pub const VARIANT_CANDIDATE: &str = "candidate";
 pub const VARIANT_BASELINE: &str = "baseline";
+/// The fresh baseline of a selection or of `baseline.fresh` (docs/selection.md).
+pub const VARIANT_FRESH_BASELINE: &str = "fresh-baseline";
 /// The label the Deployment controller puts on each ReplicaSet's pods.
 pub const POD_TEMPLATE_HASH: &str = "pod-template-hash";
 
@@ -31,6 +33,36 @@ pub(super) const MAX_CANDIDATE_NAME: usize = 46;
 /// `<target>-candidate`, shortened with a hash of the target name when too long.
 pub fn candidate_name(target_name: &str) -> String {
     fit_name(target_name, "-candidate", MAX_CANDIDATE_NAME)
+}
+
+/// A selection's candidate `index` (0-based, as in `spec.candidates`):
+/// `<target>-candidate-<index + 1>`, within the same limit as the candidate's name.
+pub fn variant_name(target_name: &str, index: usize) -> String {
+    fit_name(
+        target_name,
+        &format!("-candidate-{}", index + 1),
+        MAX_CANDIDATE_NAME,
+    )
+}
+
+/// `<target>-fresh-baseline`: the copy of the target started with the candidates.
+pub fn fresh_baseline_name(target_name: &str) -> String {
+    fit_name(target_name, "-fresh-baseline", MAX_CANDIDATE_NAME)
+}
+
+/// `<service>-candidate-<index + 1>`: the Service an HTTPRoute uses for candidate `index`.
+pub fn variant_service_name(service: &str, index: usize) -> String {
+    fit_name(service, &format!("-candidate-{}", index + 1), MAX_LABEL)
+}
+
+/// `<service>-fresh-baseline`: the Service an HTTPRoute uses for the fresh baseline.
+pub fn fresh_baseline_service_name(service: &str) -> String {
+    fit_name(service, "-fresh-baseline", MAX_LABEL)
+}
+
+/// The `LABEL_VARIANT` value of a selection's candidate `index`: `candidate-<index + 1>`.
+pub fn variant_label(index: usize) -> String {
+    format!("{VARIANT_CANDIDATE}-{}", index + 1)
 }
 
 /// `<service>-baseline`: the Service an HTTPRoute uses for the baseline's pods.

@@ -94,5 +94,6 @@ pub fn storefront_context(namespace: &str) -> concurrency_operator::analysis::An
         baseline_config: None,
         baseline_cpu_limit: None,
         candidate_cpu_limit: None,
+        candidate_server: None,
     }
 }

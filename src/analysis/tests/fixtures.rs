@@ -45,6 +45,7 @@ pub(super) fn context(weight: i32) -> AnalysisContext {
         }),
         baseline_cpu_limit: None,
         candidate_cpu_limit: None,
+        candidate_server: None,
     }
 }
 

@@ -6,6 +6,7 @@ mod judge;
 mod presets;
 mod queries;
 mod recommend;
+mod selection;
 mod stats;
 mod summary;
 mod template;

@@ -192,6 +192,8 @@ pub struct FakeApi {
     pub metrics: Metrics,
     /// Given to every Context made from this fake (sends nothing by default).
     pub notifier: Notifier,
+    /// `Settings::run_selections` of every Context made from this fake.
+    pub run_selections: bool,
 }
 
 impl Default for FakeApi {
@@ -202,6 +204,7 @@ impl Default for FakeApi {
             version: Arc::new(1000.into()),
             metrics: Metrics::new(),
             notifier: Notifier::default(),
+            run_selections: false,
         }
     }
 }
@@ -310,7 +313,11 @@ impl FakeApi {
             autoscalers: vec![autoscalers],
             indexes: vec![index],
         };
-        let ctx = Context::new(client, self.metrics.clone(), Settings::default(), caches)
+        let settings = Settings {
+            run_selections: self.run_selections,
+            ..Settings::default()
+        };
+        let ctx = Context::new(client, self.metrics.clone(), settings, caches)
             .with_notifier(self.notifier.clone());
         (Arc::new(ctx), server)
     }

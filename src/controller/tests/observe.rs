@@ -6,6 +6,7 @@ use kube::ResourceExt;
 
 use super::fixtures::{experiment, target};
 use crate::api::{ConcurrencyExperiment, ANNOTATION_ABORT, ANNOTATION_APPROVE};
+use crate::controller::fetch::{live_on_target, rivals, Fetched};
 use crate::controller::observe::*;
 use crate::controller::pods::{pod_problem, MAX_PROBLEM};
 use crate::workload;
@@ -128,7 +129,7 @@ fn the_candidate_is_seen_running_the_spec_config_until_the_spec_changes() {
     assert!(!observations(&exp, &f, now).candidate_runs_spec_config);
     f.candidate = Some(workload::candidate_deployment(&t, &exp, 2).unwrap());
     assert!(observations(&exp, &f, now).candidate_runs_spec_config);
-    exp.spec.candidate.threads = Some(3);
+    exp.spec.candidate.as_mut().unwrap().threads = Some(3);
     assert!(!observations(&exp, &f, now).candidate_runs_spec_config);
 }
 
@@ -247,6 +248,22 @@ fn spec_errors_name_the_field() {
         spec_error(&experiment(), &fetched(Some(target(6, 6)))),
         None
     );
+}
+
+#[test]
+fn a_selection_or_a_fresh_baseline_is_refused_until_the_shell_runs_them() {
+    let mut exp = experiment();
+    exp.spec.baseline = Some(crate::api::BaselineSpec { fresh: true });
+    assert_eq!(spec_error(&exp, &fetched(Some(target(6, 6)))), None);
+    let err = selection_refusal(&exp, false);
+    assert_eq!(err.as_deref(), Some(SELECTION_NOT_RUN));
+    assert_eq!(selection_refusal(&exp, true), None);
+    assert_eq!(selection_refusal(&experiment(), false), None);
+    let mut exp = experiment();
+    let one = exp.spec.candidate.take().unwrap();
+    exp.spec.candidates = Some(vec![one.clone(), one]);
+    let err = selection_refusal(&exp, false).unwrap();
+    assert!(err.starts_with("spec.candidates: "), "{err}");
 }
 
 #[test]

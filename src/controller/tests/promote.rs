@@ -307,7 +307,9 @@ async fn an_edit_while_promoting_writes_the_judged_config() {
     let fake = FakeApi::default().with(EXP, exp).with(TARGET, target(6, 6));
     reconcile_until(&fake, |e| status_of(e).phase == Phase::Promoting).await;
     let mut edited: ConcurrencyExperiment = fake.get(EXP).unwrap();
-    edited.spec.candidate.threads = Some(3);
+    if let Some(c) = edited.spec.candidate.as_mut() {
+        c.threads = Some(3);
+    }
     edited.metadata.generation = Some(edited.metadata.generation.unwrap_or(1) + 1);
     fake.put(EXP, &edited);
     reconcile_until(&fake, |e| status_of(e).phase == Phase::Succeeded).await;

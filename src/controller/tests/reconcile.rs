@@ -98,7 +98,7 @@ async fn pending_experiment_applies_the_candidate_after_recording_status() {
     assert_eq!(s["plannedWeight"], json!(30));
     let promoted = crate::workload::promoted_fingerprint(
         &target(6, 6),
-        &experiment().spec.candidate,
+        experiment().spec.single_candidate(),
         Some("web"),
     );
     assert_eq!(

@@ -126,7 +126,7 @@ spec:
         .map(|c| c.display_name())
         .collect();
     assert_eq!(names, ["latency", "memory", "gvlWait", "errorRate"]);
-    assert_eq!(exp.spec.candidate.summary(), "puma 2×4");
+    assert_eq!(exp.spec.single_candidate().summary(), "puma 2×4");
     assert_eq!(exp.metadata.name.as_deref(), Some("storefront-puma-2x4"));
 }
 

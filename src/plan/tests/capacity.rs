@@ -14,7 +14,7 @@ fn issue_spec(candidate: &str, extra: &str) -> ConcurrencyExperimentSpec {
         "stages: [{{weight: 30, duration: 2m}}, {{weight: 70, duration: 2m}}, \
          {{weight: 100, duration: 2m}}]\n{extra}"
     ));
-    spec.candidate = serde_yaml::from_str::<ServerConfig>(candidate).unwrap();
+    spec.candidate = Some(serde_yaml::from_str::<ServerConfig>(candidate).unwrap());
     spec
 }
 
@@ -476,7 +476,7 @@ fn the_gate_off_is_told_at_the_start_and_steps_on_the_checks() {
 #[test]
 fn an_unknown_worker_count_names_the_field_to_set() {
     let mut run = Run::new(spec(), 6);
-    run.spec.candidate = serde_yaml::from_str("{server: puma, threads: 4}").unwrap();
+    run.spec.candidate = Some(serde_yaml::from_str("{server: puma, threads: 4}").unwrap());
     if let Some(t) = run.world.target.as_mut() {
         t.baseline = Some(RenderedServer {
             server: ServerKind::Puma,
@@ -495,7 +495,7 @@ fn an_unknown_worker_count_names_the_field_to_set() {
     );
     // The target's count is used when the candidate leaves it out.
     let mut run = Run::new(spec(), 6);
-    run.spec.candidate = serde_yaml::from_str("{server: puma, threads: 4}").unwrap();
+    run.spec.candidate = Some(serde_yaml::from_str("{server: puma, threads: 4}").unwrap());
     run.tick(None);
     run.advance(60, 15, Verdict::Pass);
     assert_eq!(run.status.stage_index, Some(1));
@@ -523,7 +523,7 @@ fn a_zero_limit_is_invalid_and_names_the_field() {
 /// I/O per request), 200 req/s on 4 pods of Puma 2×6, exact weights through an HTTPRoute.
 fn seed_003(candidate: &str) -> Run {
     let mut spec = spec_with("traffic: {router: gatewayAPI, httpRoute: storefront}\n");
-    spec.candidate = serde_yaml::from_str::<ServerConfig>(candidate).unwrap();
+    spec.candidate = Some(serde_yaml::from_str::<ServerConfig>(candidate).unwrap());
     let mut run = Run::new(spec, 4);
     let mut m = measured(200.0);
     for v in [m.baseline.as_mut(), m.candidate.as_mut()]

@@ -333,7 +333,8 @@ fn gateway_pods_lost_at_100_percent_hand_their_share_to_the_waiting_baseline() {
     assert_eq!(
         out.actions[0],
         Action::SetRouteWeights {
-            candidate_weight: 33
+            candidate_weight: 33,
+            fresh_baseline: 0,
         },
         "the one pod left keeps its third, the baseline takes the rest"
     );

@@ -235,7 +235,7 @@ fn an_edit_while_promoting_promotes_what_was_judged() {
         assert!(run.now < 10_000, "{:?}", run.status.message);
     }
     let judged = run.spec.candidate.clone();
-    assert_eq!(run.status.promoting.as_ref(), Some(&judged));
+    assert_eq!(run.status.promoting.as_ref(), judged.as_ref());
     run.edit_candidate(three_threads);
     run.log.clear();
     run.now += 5;

@@ -187,9 +187,9 @@ impl World {
                         t.deployment.rolled_out = false;
                     }
                 }
-                Action::SetRouteWeights { candidate_weight } => {
-                    self.route_weight = *candidate_weight
-                }
+                Action::SetRouteWeights {
+                    candidate_weight, ..
+                } => self.route_weight = *candidate_weight,
                 Action::RestoreRoute => self.route_weight = 0,
                 Action::PromoteTarget => {
                     if let Some(t) = &mut self.target {
@@ -202,7 +202,7 @@ impl World {
                 Action::RemoveCandidate => self.candidate = None,
                 Action::ClearApproval => self.approve_annotation = false,
                 Action::ClearRetry => self.retry_annotation = false,
-                Action::Event { .. } => {}
+                Action::Event { .. } | Action::Selection(_) => {}
             }
         }
     }
@@ -250,6 +250,8 @@ impl World {
             effective_weight: self.effective_weight(),
             route_backend_refs: None,
             analysis: None,
+            selection: None,
+            baselines: None,
         }
     }
 }
@@ -345,7 +347,12 @@ impl Run {
     /// The user edits `spec.candidate`: a new generation, and the candidate Deployment keeps
     /// its old template until the machine re-applies it.
     pub fn edit_candidate(&mut self, edit: impl Fn(&mut crate::api::ServerConfig)) {
-        edit(&mut self.spec.candidate);
+        edit(
+            self.spec
+                .candidate
+                .as_mut()
+                .expect("a single-candidate spec"),
+        );
         self.world.generation += 1;
         self.world.candidate_stale = self.world.candidate.is_some();
     }

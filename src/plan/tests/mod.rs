@@ -9,11 +9,16 @@ mod edit;
 mod external;
 mod finish;
 mod fixtures;
+mod fresh_baseline;
 mod owner;
 mod progress;
+mod ranking;
 mod reason;
 mod retry;
 mod rollback;
+mod select;
+mod select_gateway;
+mod selection_world;
 mod target;
 mod walk;
 

@@ -33,6 +33,7 @@ fn old_decision(r: DecisionReason) -> &'static str {
         DecisionReason::TargetChanged => "TargetChanged",
         DecisionReason::NotOwned => "NotOwned",
         DecisionReason::Deleted => "Deleted",
+        DecisionReason::NoCandidatePassed => "NoCandidatePassed",
     }
 }
 
@@ -65,7 +66,7 @@ fn every_reason_round_trips_to_its_old_string() {
         .iter()
         .map(|r| old_decision(*r))
         .collect();
-    assert_eq!(decisions.len(), 14);
+    assert_eq!(decisions.len(), 15);
     assert_eq!(HoldReason::parse("PausedByUser"), None);
     assert!("Promoted".parse::<DecisionReason>().is_err());
     // The names kubectl and the tests read status with.
@@ -96,6 +97,7 @@ fn the_machine_records_the_route_s_original_backend_refs_once() {
     let original = run.status.original.clone().unwrap();
     assert_eq!(original.route_backend_refs.as_deref(), Some(refs));
     assert!(run.log.contains(&Action::SetRouteWeights {
+        fresh_baseline: 0,
         candidate_weight: 30
     }));
 }

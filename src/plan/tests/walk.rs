@@ -157,7 +157,9 @@ fn gateway_api_walk_shifts_route_weights_and_keeps_the_baseline() {
         .log
         .iter()
         .filter_map(|a| match a {
-            Action::SetRouteWeights { candidate_weight } => Some(*candidate_weight),
+            Action::SetRouteWeights {
+                candidate_weight, ..
+            } => Some(*candidate_weight),
             _ => None,
         })
         .collect();

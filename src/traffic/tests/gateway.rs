@@ -42,19 +42,26 @@ fn merge(target: &mut Value, patch: &Value) {
     }
 }
 
+/// A stage's split: `weight` percent to the candidate Service, the rest to the baseline's.
+fn two_way(route: &Value, weight: i32) -> Result<Value, crate::workload::WorkloadError> {
+    split_route_patch(
+        route,
+        "storefront",
+        &[B, C],
+        &[(B, 100 - weight), (C, weight)],
+    )
+}
+
 fn patched(route: &Value, weight: i32) -> Value {
     let mut next = route.clone();
-    merge(
-        &mut next,
-        &weighted_route_patch(route, "storefront", B, C, weight).unwrap(),
-    );
+    merge(&mut next, &two_way(route, weight).unwrap());
     next
 }
 
 #[test]
 fn only_the_rule_sending_to_the_target_is_split() {
     let original = route(json!([{"name": "storefront", "port": 80}]));
-    let patch = weighted_route_patch(&original, "storefront", B, C, 30).unwrap();
+    let patch = two_way(&original, 30).unwrap();
     assert_eq!(patch["metadata"], json!({"resourceVersion": "41"}));
     let rules = &patch["spec"]["rules"];
     assert_eq!(
@@ -143,7 +150,7 @@ fn routes_that_cannot_be_split_or_restored_say_why() {
         {"name": "storefront", "port": 80, "namespace": "other"},
         {"name": "storefront", "port": 80, "kind": "ServiceImport", "group": "multicluster.x-k8s.io"}
     ]));
-    let err = weighted_route_patch(&elsewhere, "storefront", B, C, 30).unwrap_err();
+    let err = two_way(&elsewhere, 30).unwrap_err();
     assert_eq!(
         err.to_string(),
         "spec.traffic.httpRoute: no rule of HTTPRoute storefront has a backendRef to Service storefront"
@@ -170,4 +177,77 @@ fn routes_that_cannot_be_split_or_restored_say_why() {
             .category(),
         "InvalidOriginalRoute"
     );
+}
+
+const F: &str = "storefront-fresh-baseline";
+const C1: &str = "storefront-candidate-1";
+const C2: &str = "storefront-candidate-2";
+
+fn apply(route: &Value, patch: &Value) -> Value {
+    let mut next = route.clone();
+    merge(&mut next, patch);
+    next
+}
+
+#[test]
+fn a_selection_splits_the_route_n_ways_and_a_stage_replaces_those_refs() {
+    let ours = [B, C, F, C1, C2];
+    let original = route(json!([
+        {"name": "storefront", "port": 80, "weight": 3},
+        {"name": "legacy", "port": 80, "weight": 1}
+    ]));
+    let select = |route: &Value, fresh: i32, c1: i32, c2: i32| {
+        let backends = [(B, 100 - fresh - c1 - c2), (F, fresh), (C1, c1), (C2, c2)];
+        let backends: Vec<_> = backends.into_iter().filter(|(_, w)| *w > 0).collect();
+        apply(
+            route,
+            &split_route_patch(route, "storefront", &ours, &backends).unwrap(),
+        )
+    };
+    let selecting = select(&original, 10, 10, 10);
+    let refs = |r: &Value| {
+        r["spec"]["rules"][0]["backendRefs"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|b| {
+                (
+                    b["name"].as_str().unwrap().to_string(),
+                    b["weight"].as_i64().unwrap(),
+                )
+            })
+            .collect::<Vec<_>>()
+    };
+    let named = |list: &[(&str, i64)]| {
+        list.iter()
+            .map(|(n, w)| (n.to_string(), *w))
+            .collect::<Vec<_>>()
+    };
+    // The target's 3 of 4 parts go 70/10/10/10; `legacy` keeps its quarter (×100).
+    assert_eq!(
+        refs(&selecting),
+        named(&[(B, 210), (F, 30), (C1, 30), (C2, 30), ("legacy", 100)])
+    );
+    assert_eq!(
+        crate::traffic::route_shares(&selecting, &[B, F, C1, C2]),
+        [70, 10, 10, 10]
+    );
+    // Candidate 1 eliminated: its ref goes, the others keep their share (the target's part
+    // grows), and the rule's other backends are not scaled again.
+    let eliminated = select(&selecting, 10, 0, 10);
+    assert_eq!(
+        refs(&eliminated),
+        named(&[(B, 240), (F, 30), (C2, 30), ("legacy", 100)])
+    );
+    assert_eq!(
+        crate::traffic::route_shares(&eliminated, &[B, F, C1, C2]),
+        [80, 10, 0, 10]
+    );
+    // Stage 1 of the winner replaces every selection ref, the fresh baseline's too.
+    let stage = apply(
+        &eliminated,
+        &split_route_patch(&eliminated, "storefront", &ours, &[(B, 70), (C, 30)]).unwrap(),
+    );
+    assert_eq!(refs(&stage), named(&[(B, 210), (C, 90), ("legacy", 100)]));
+    assert_eq!(route_weight(&stage, B, C), Some(30));
 }

@@ -2,4 +2,5 @@
 
 mod gateway;
 mod router;
+mod selection;
 mod services;

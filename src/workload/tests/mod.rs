@@ -7,3 +7,4 @@ pub(crate) mod fixtures;
 mod names;
 mod patch;
 mod render;
+mod variants;

@@ -21,10 +21,15 @@ use serde_json::json;
 
 use super::context::Context;
 use super::error::{is_not_found, Error, Result};
-use super::observe::{http_route_resource, owned_by, owned_services, service_named, Fetched};
+use super::fetch::{http_route_resource, Fetched};
+use super::observe::{owned_services, service_named};
+use super::owner::owned_by;
+use super::variants::ServiceNames;
 use crate::api::{ConcurrencyExperiment, ANNOTATION_APPROVE, ANNOTATION_RETRY};
 use crate::plan::{Action, EventType};
 use crate::{traffic, workload};
+
+mod variants;
 
 /// Executes one reconcile's actions against the cluster.
 pub struct Actor<'a> {
@@ -61,14 +66,19 @@ impl<'a> Actor<'a> {
             match action {
                 Action::EnsureCandidate { replicas } => self.ensure_candidate(*replicas).await?,
                 Action::ScaleTarget { replicas } => self.scale_target(*replicas).await?,
-                Action::SetRouteWeights { candidate_weight } => {
-                    self.set_route_weights(*candidate_weight).await?
+                Action::SetRouteWeights {
+                    candidate_weight,
+                    fresh_baseline,
+                } => {
+                    self.set_route_weights(*candidate_weight, *fresh_baseline)
+                        .await?
                 }
                 Action::RestoreRoute => self.restore_route().await?,
                 Action::PromoteTarget => self.promote_target().await?,
                 Action::RemoveCandidate => self.remove_candidate().await?,
                 Action::ClearApproval => self.clear_annotation(ANNOTATION_APPROVE).await?,
                 Action::ClearRetry => self.clear_annotation(ANNOTATION_RETRY).await?,
+                Action::Selection(a) => self.selection(a).await?,
                 Action::Event {
                     type_,
                     reason,
@@ -245,20 +255,49 @@ impl<'a> Actor<'a> {
         Ok(())
     }
 
-    async fn set_route_weights(&self, candidate_weight: i32) -> Result<()> {
+    /// A stage's split; with a fresh baseline beside the candidate, its Service gets
+    /// `fresh` percent (it is applied with the fresh baseline's Deployment).
+    async fn set_route_weights(&self, candidate_weight: i32, fresh: i32) -> Result<()> {
         let baseline = self.baseline_service()?;
         let candidate = self.candidate_service()?;
         let (baseline_name, candidate_name) = (baseline.name_any(), candidate.name_any());
         self.apply_service(baseline).await?;
         self.apply_service(candidate).await?;
+        let (c, f) = (candidate_weight.clamp(0, 100), fresh.max(0));
+        let names = ServiceNames::new(
+            self.exp,
+            &self.fetched.services,
+            self.fetched.service.as_ref(),
+        );
+        let fresh_name = names.map(|n| n.fresh_baseline).unwrap_or_default();
+        let mut backends = vec![
+            (baseline_name.as_str(), (100 - c - f).max(0)),
+            (candidate_name.as_str(), c),
+        ];
+        if f > 0 {
+            backends.push((fresh_name.as_str(), f));
+        }
+        self.patch_route_split(&backends).await
+    }
+
+    /// Splits the route between `backends`, replacing the refs to any Service of this
+    /// experiment: after a selection, stage 1's split replaces the selection's.
+    async fn patch_route_split(&self, backends: &[(&str, i32)]) -> Result<()> {
+        let mut ours: Vec<String> = owned_services(self.exp, self.fetched)
+            .map(|s| s.name_any())
+            .collect();
+        if let Some(names) = ServiceNames::new(
+            self.exp,
+            &self.fetched.services,
+            self.fetched.service.as_ref(),
+        ) {
+            ours.extend([names.baseline, names.candidate, names.fresh_baseline]);
+            ours.extend(names.candidates);
+        }
+        let ours: Vec<&str> = ours.iter().map(String::as_str).collect();
         let route = self.route()?;
-        let patch = traffic::weighted_route_patch(
-            route,
-            &self.user_service()?.name_any(),
-            &baseline_name,
-            &candidate_name,
-            candidate_weight,
-        )?;
+        let user = self.user_service()?.name_any();
+        let patch = traffic::split_route_patch(route, &user, &ours, backends)?;
         self.patch_route(patch).await
     }
 

@@ -1,0 +1,111 @@
+//! One selection interval folded into status: per candidate its checks against the fresh
+//! baseline, headroom, objective samples and counts; elimination past `failureLimit` (Event
+//! `CandidateEliminated`); and whether the interval had signal at all.
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+
+use super::analysis;
+use super::ctx::Ctx;
+use super::observations::{EventType, SelectionAnalysis};
+use crate::api::{Elimination, Verdict, KEPT_ANALYSES};
+
+/// Below this utilization (busiest pod's rate / estimated capacity) on every variant an
+/// analysis is low signal: latency and queue time cannot tell configs apart there.
+pub const LOW_SIGNAL_UTILIZATION: f64 = 0.3;
+pub const CANDIDATE_ELIMINATED: &str = "CandidateEliminated";
+
+/// Folds one interval into the variants (once: an analysis not newer than
+/// `last_analysis_at` is a replay). Eliminates candidates past `failureLimit`.
+pub(super) fn record(cx: &mut Ctx, a: &SelectionAnalysis) {
+    if cx
+        .status
+        .last_analysis_at
+        .as_ref()
+        .is_some_and(|l| a.at <= l.0)
+    {
+        return;
+    }
+    cx.status.last_analysis_at = Some(Time(a.at));
+    let limit = cx.spec.analysis.failure_limit;
+    let mut utilizations = Vec::new();
+    let mut eliminated = Vec::new();
+    let st = cx.selection();
+    for ca in &a.candidates {
+        let Some(v) = st
+            .variants
+            .get_mut(ca.index)
+            .filter(|v| v.eliminated.is_none())
+        else {
+            continue;
+        };
+        let rec = &ca.outcome.record;
+        v.checks = rec.checks.clone();
+        let cap = rec.capacity.as_ref();
+        let headroom = cap
+            .and_then(|c| c.candidate.as_ref())
+            .and_then(|c| c.headroom);
+        if let Some(h) = headroom {
+            v.headroom = Some(v.headroom.map_or(h, |old: f64| old.min(h)));
+        }
+        utilizations.push(headroom.map(|h| 1.0 - h));
+        if ca.outcome.record.verdict == Verdict::Inconclusive {
+            continue;
+        }
+        if let (Some(o), Some(b)) = (ca.objective, a.fresh_baseline_objective) {
+            push_capped(&mut v.objective_samples, o);
+            push_capped(&mut v.baseline_samples, b);
+        }
+        if rec.verdict == Verdict::Pass {
+            v.passed_analyses += 1;
+            continue;
+        }
+        v.failed_analyses += 1;
+        if v.failed_analyses > limit {
+            let message = format!(
+                "Candidate {} eliminated after {} failed analyses against the fresh baseline \
+                 ({}); its traffic returns to the baseline and its pods are removed.",
+                v.summary,
+                v.failed_analyses,
+                analysis::failing_checks(rec)
+            );
+            let checks = rec
+                .checks
+                .iter()
+                .filter(|c| c.verdict == Verdict::Fail)
+                .map(|c| c.name.clone())
+                .collect();
+            v.eliminated = Some(Elimination {
+                at: Time(a.at),
+                checks,
+                message: message.clone(),
+            });
+            eliminated.push(message);
+        }
+    }
+    // The fresh baseline's own utilization comes with every candidate's record.
+    let base = a
+        .candidates
+        .first()
+        .and_then(|c| c.outcome.record.capacity.as_ref())
+        .and_then(|c| c.baseline.as_ref())
+        .and_then(|b| b.headroom);
+    utilizations.push(base.map(|h| 1.0 - h));
+    let low = !utilizations.is_empty()
+        && utilizations
+            .iter()
+            .all(|u| u.is_some_and(|u| u < LOW_SIGNAL_UTILIZATION));
+    if low {
+        st.low_signal_analyses += 1;
+    } else {
+        st.signal_analyses += 1;
+    }
+    for msg in eliminated {
+        cx.event(EventType::Warning, CANDIDATE_ELIMINATED, msg);
+    }
+}
+
+fn push_capped(v: &mut Vec<f64>, x: f64) {
+    v.push(x);
+    let excess = v.len().saturating_sub(KEPT_ANALYSES + 1);
+    v.drain(..excess);
+}

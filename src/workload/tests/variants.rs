@@ -1,0 +1,149 @@
+//! A selection's Deployments: each candidate rendered with its own config and labels, and the
+//! fresh baseline as the target's template unchanged.
+
+use std::collections::BTreeMap;
+
+use kube::ResourceExt;
+use pretty_assertions::assert_eq;
+
+use super::fixtures::*;
+use crate::api::ConcurrencyExperiment;
+use crate::workload::*;
+
+/// Two candidates, puma 2×3 and falcon 2, on the storefront.
+fn selection() -> ConcurrencyExperiment {
+    let mut exp = experiment("sf-select", &puma(2, 4), Some("app"));
+    exp.spec.candidate = None;
+    exp.spec.candidates = Some(vec![puma(2, 3), falcon(2, None)]);
+    exp
+}
+
+fn app_env(d: &k8s_openapi::api::apps::v1::Deployment) -> Vec<(String, String)> {
+    let pod = d.spec.as_ref().unwrap().template.spec.as_ref().unwrap();
+    env_pairs(&pod.containers[0])
+}
+
+fn pod_labels(d: &k8s_openapi::api::apps::v1::Deployment) -> BTreeMap<String, String> {
+    let t = &d.spec.as_ref().unwrap().template;
+    t.metadata.as_ref().unwrap().labels.clone().unwrap()
+}
+
+#[test]
+fn each_candidate_runs_its_own_config_under_its_own_name_and_label() {
+    let exp = selection();
+    let target = storefront();
+    let first = selection_variant_deployment(&target, &exp, 0, 1).unwrap();
+    let second = selection_variant_deployment(&target, &exp, 1, 2).unwrap();
+    assert_eq!(first.name_any(), "storefront-candidate-1");
+    assert_eq!(second.name_any(), "storefront-candidate-2");
+    assert_eq!(second.spec.as_ref().unwrap().replicas, Some(2));
+    assert!(app_env(&first).contains(&("RAILS_MAX_THREADS".into(), "3".into())));
+    assert!(!app_env(&second)
+        .iter()
+        .any(|(k, _)| k == "RAILS_MAX_THREADS"));
+    assert!(app_env(&second).contains(&("WEB_CONCURRENCY".into(), "2".into())));
+    let selector = |d: &k8s_openapi::api::apps::v1::Deployment| {
+        d.spec
+            .as_ref()
+            .unwrap()
+            .selector
+            .match_labels
+            .clone()
+            .unwrap()
+    };
+    assert_eq!(
+        selector(&first),
+        BTreeMap::from([
+            ("app".to_string(), "storefront".to_string()),
+            ("concurrency.dev/experiment".into(), "sf-select".into()),
+            ("concurrency.dev/variant".into(), "candidate-1".into()),
+        ])
+    );
+    // The pods join the target's Service (its labels) and their own selector.
+    assert!(selector(&second)
+        .iter()
+        .all(|(k, v)| pod_labels(&second).get(k) == Some(v)));
+    assert_eq!(pod_labels(&second)["tier"], "frontend");
+    assert_eq!(first.owner_references()[0].uid, "0b5e-uid");
+    // An index the spec no longer has is an error, not a guess.
+    assert_eq!(
+        selection_variant_deployment(&target, &exp, 2, 1).unwrap_err(),
+        WorkloadError::NoSuchCandidate { index: 2 }
+    );
+}
+
+#[test]
+fn the_fresh_baseline_is_the_target_template_unchanged_plus_its_labels() {
+    let exp = selection();
+    let mut target = storefront();
+    let labels = target
+        .spec
+        .as_mut()
+        .unwrap()
+        .template
+        .metadata
+        .as_mut()
+        .unwrap();
+    labels
+        .labels
+        .as_mut()
+        .unwrap()
+        .insert("pod-template-hash".into(), "abc".into());
+    let fresh = fresh_baseline_deployment(&target, &exp, 1).unwrap();
+    assert_eq!(fresh.name_any(), "storefront-fresh-baseline");
+    let (ours, theirs) = (
+        &fresh.spec.as_ref().unwrap().template,
+        &target.spec.as_ref().unwrap().template,
+    );
+    // Everything but the labels is the target's: containers, env, volumes, annotations.
+    assert_eq!(ours.spec, theirs.spec);
+    assert_eq!(
+        ours.metadata.as_ref().unwrap().annotations,
+        theirs.metadata.as_ref().unwrap().annotations
+    );
+    assert_eq!(
+        pod_labels(&fresh),
+        BTreeMap::from([
+            ("app".to_string(), "storefront".to_string()),
+            ("tier".into(), "frontend".into()),
+            ("concurrency.dev/experiment".into(), "sf-select".into()),
+            ("concurrency.dev/variant".into(), "fresh-baseline".into()),
+        ])
+    );
+    assert!(copies_target_template(&fresh, &target));
+    // A target changed since (a new image) is no longer what the fresh baseline copies.
+    let mut changed = target.clone();
+    let pod = changed
+        .spec
+        .as_mut()
+        .unwrap()
+        .template
+        .spec
+        .as_mut()
+        .unwrap();
+    pod.containers[0].image = Some("ruby-app:2".into());
+    assert!(!copies_target_template(&fresh, &changed));
+    assert!(!copies_target_template(&target, &target));
+}
+
+#[test]
+fn after_a_selection_the_candidate_is_the_winner() {
+    let mut exp = selection();
+    let target = storefront();
+    exp.status = Some(crate::api::ConcurrencyExperimentStatus {
+        selection: Some(crate::api::SelectionStatus {
+            winner: Some(1),
+            ..Default::default()
+        }),
+        ..Default::default()
+    });
+    let c = candidate_deployment(&target, &exp, 3).unwrap();
+    assert_eq!(c.name_any(), "storefront-candidate");
+    assert_eq!(
+        c.labels()["concurrency.dev/variant"],
+        "candidate",
+        "the winner walks the stages as the candidate"
+    );
+    assert!(runs_config(&c, &falcon(2, None), Some("app")));
+    assert!(!runs_config(&c, &puma(2, 3), Some("app")));
+}
