@@ -103,7 +103,9 @@ pub async fn run(name: &str, scenario: impl AsyncFnOnce(&Scenario) -> Result) {
             panic!("{name}: setting up: {e:#}");
         }
     };
-    let result = scenario(&s).await;
+    // On the heap: a scenario's future holds the operator's (large) API types across many
+    // awaits; on the test thread's stack, `deleted` once overflowed it in a debug build.
+    let result = Box::pin(scenario(&s)).await;
     // Load is bounded anyway; stopped so it does not burden the scenarios that follow.
     s.stop_load().await;
     let took = t0.elapsed().as_secs();
