@@ -397,21 +397,25 @@ fn min_samples_cannot_exceed_the_samples_kept() {
     );
 }
 
-#[test]
-fn a_selection_spec_is_accepted_and_reads_back() {
+/// The example experiment choosing among `candidates` instead of its one candidate.
+fn selecting(candidates: serde_json::Value) -> serde_json::Value {
     let (mut object, _) = load(&root().join("examples/puma-threads.yaml"));
     let spec = object["spec"].as_object_mut().unwrap();
     spec.remove("candidate");
-    spec.insert(
-        "candidates".into(),
-        serde_json::json!([
-            {"server": "puma", "workers": 2, "threads": 3},
-            {"server": "puma", "workers": 2, "threads": 4},
-            {"server": "falcon", "workers": 2},
-            {"server": "puma", "workers": 1, "threads": 1},
-            {"server": "puma", "workers": 2, "threads": 5}
-        ]),
-    );
+    spec.insert("candidates".into(), candidates);
+    object
+}
+
+#[test]
+fn a_selection_spec_is_accepted_and_reads_back() {
+    let mut object = selecting(serde_json::json!([
+        {"server": "puma", "workers": 2, "threads": 3},
+        {"server": "puma", "workers": 2, "threads": 4},
+        {"server": "falcon", "workers": 2},
+        {"server": "puma", "workers": 1, "threads": 1},
+        {"server": "puma", "workers": 2, "threads": 5}
+    ]));
+    let spec = object["spec"].as_object_mut().unwrap();
     // 5 × 10 % = 50 %: the most untried configs may get together (the default weight).
     spec.insert(
         "selection".into(),
@@ -436,17 +440,11 @@ fn a_selection_spec_is_accepted_and_reads_back() {
 
 #[test]
 fn puma_stats_checks_refuse_a_falcon_among_the_candidates() {
-    let (mut object, _) = load(&root().join("examples/puma-threads.yaml"));
-    let spec = object["spec"].as_object_mut().unwrap();
-    spec.remove("candidate");
-    spec.insert(
-        "candidates".into(),
-        serde_json::json!([
-            {"server": "puma", "workers": 2, "threads": 3},
-            {"server": "falcon", "workers": 2}
-        ]),
-    );
-    spec["analysis"]["checks"]
+    let mut object = selecting(serde_json::json!([
+        {"server": "puma", "workers": 2, "threads": 3},
+        {"server": "falcon", "workers": 2}
+    ]));
+    object["spec"]["analysis"]["checks"]
         .as_array_mut()
         .unwrap()
         .push(serde_json::json!({"metric": "backlog", "max": 2}));
