@@ -64,9 +64,6 @@ pub enum DecisionReason {
     InsufficientCapacity,
     /// Roll back: a stage's split was not in force within `progressDeadline`.
     ProgressDeadlineExceeded,
-    /// Roll back: candidate pods lost readiness under their share more often than
-    /// `failureLimit` tolerates.
-    CandidateUnready,
     /// Roll back: abort requested.
     Aborted,
     /// Roll back: the spec became invalid mid-flight.
@@ -84,7 +81,7 @@ pub enum DecisionReason {
 }
 
 impl DecisionReason {
-    pub const ALL: [DecisionReason; 15] = [
+    pub const ALL: [DecisionReason; 14] = [
         DecisionReason::StagesPassed,
         DecisionReason::Approved,
         DecisionReason::PromotedExternally,
@@ -92,7 +89,6 @@ impl DecisionReason {
         DecisionReason::InconclusiveLimit,
         DecisionReason::InsufficientCapacity,
         DecisionReason::ProgressDeadlineExceeded,
-        DecisionReason::CandidateUnready,
         DecisionReason::Aborted,
         DecisionReason::InvalidSpec,
         DecisionReason::TargetMissing,
@@ -111,7 +107,6 @@ impl DecisionReason {
             DecisionReason::InconclusiveLimit => "InconclusiveLimit",
             DecisionReason::InsufficientCapacity => "InsufficientCapacity",
             DecisionReason::ProgressDeadlineExceeded => "ProgressDeadlineExceeded",
-            DecisionReason::CandidateUnready => "CandidateUnready",
             DecisionReason::Aborted => "Aborted",
             DecisionReason::InvalidSpec => "InvalidSpec",
             DecisionReason::TargetMissing => "TargetMissing",

@@ -39,11 +39,11 @@
 //! with a fresh status; it is one-shot like approve (`Action::ClearRetry`).
 //! If candidate pods lose readiness after a stage's split was in force (see `readiness`),
 //! their share goes back to the baseline at once (`replicas`: the target grows by the missing
-//! pods; `gatewayAPI`: the route keeps the ready pods at the stage's share per pod) and the
-//! loss counts as a failure against `failureLimit` (Event `CandidateUnready`; beyond the limit
-//! the rollback's reason is `CandidateUnready`). A last stage of 100 % keeps one baseline pod
-//! as a standby (`replicas`, no HPA) until an analysis there passed (Event
-//! `StandbyReleased`): the target is never scaled to 0 before the candidate carried the share. A split that is never in force is
+//! pods; `gatewayAPI`: the route keeps the ready pods at the stage's share per pod), the stage
+//! does not end until they are back (Event `CandidateUnready`), and the analyses judge it. A
+//! last stage of 100 % keeps one baseline pod as a standby (`replicas`, no HPA) until an
+//! analysis there passed (Event `StandbyReleased`): the target is never scaled to 0 before the
+//! candidate carried the share. A split that is never in force is
 //! bounded by `spec.progressDeadline`, counted from `status.stageEnteredAt` (not while
 //! `spec.paused`): then the experiment rolls back (`ProgressDeadlineExceeded`, naming
 //! `Observations::candidate_problem`).

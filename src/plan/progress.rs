@@ -57,9 +57,6 @@ pub fn run(cx: &mut Ctx, t: &Timing) {
         return finish::roll_back(cx);
     }
     let loss = readiness::lost(cx, index);
-    if matches!(loss, readiness::Loss::RolledBack) {
-        return finish::roll_back(cx);
-    }
     readiness::release_standby(cx, index, had_standby);
     let new_analysis = cx.status.last_analysis_at != seen;
     pause::lift_inconclusive_hold(cx);

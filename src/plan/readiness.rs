@@ -1,11 +1,10 @@
 //! The candidate's pods and the share they carry: the last stage keeps a standby until the
-//! candidate has carried it, and pods that lose readiness give their share back and count as a
-//! failure. Traffic is never left on pods that cannot take it (issue: a lone overloaded
-//! candidate pod failed its readiness probe at 100 % and the Service had no endpoints).
+//! candidate has carried it, and pods that lose readiness give their share back at once.
+//! Traffic is never left on pods that cannot take it (issue 15: a lone overloaded candidate pod
+//! failed its readiness probe at 100 % and the Service had no endpoints).
 
 use super::ctx::Ctx;
 use super::observations::EventType;
-use crate::api::reason::DecisionReason;
 use crate::traffic::ReplicaSplit;
 
 /// The split stage `index` applies now: the plan's (`Ctx::split`), with the router's standby
@@ -52,21 +51,20 @@ pub fn release_standby(cx: &mut Ctx, index: usize, had_standby: bool) {
 /// Candidate pods that were ready in this stage's split (its clock started) and are not any
 /// more: their share goes back to the baseline (the routers see to that: `replicas` grows the
 /// target by the missing pods, `gatewayAPI` lowers the route to what the ready pods carry),
-/// and the loss counts as one failure against `failureLimit` — a config whose pods drop out of
-/// the Service under their share is not carrying it.
-pub fn lost(cx: &mut Ctx, index: usize) -> Loss {
-    let Some(c) = cx.obs.candidate.as_ref() else {
-        return Loss::None;
-    };
+/// the stage does not end until they are back, and the Warning (returned, emitted after the
+/// split's actions so nothing comes before them) says so. Not a failure by itself: a ready
+/// count also drops when the Deployment replaces a pod, so the analyses judge the candidate.
+pub fn lost(cx: &Ctx, index: usize) -> Option<String> {
+    let c = cx.obs.candidate.as_ref()?;
     if cx.status.stage_started_at.is_none() || !cx.obs.candidate_runs_spec_config {
-        return Loss::None;
+        return None;
     }
     // The ready count the last status recorded; a shrink the experiment asked for itself
     // (spec.replicas below it) is no loss.
     let before = cx.status.candidate.as_ref().map_or(0, |v| v.ready_replicas);
     let needed = split(cx, index).candidate;
     if c.ready_replicas >= before || c.ready_replicas >= needed || c.replicas < before {
-        return Loss::None;
+        return None;
     }
     let (now, weight) = (c.ready_replicas, cx.status.effective_weight);
     let stage = cx.status.stage.clone().unwrap_or_default();
@@ -74,36 +72,16 @@ pub fn lost(cx: &mut Ctx, index: usize) -> Loss {
         Some(p) => format!(" ({p})"),
         None => String::new(),
     };
-    cx.status.failed_analyses += 1;
-    let (n, limit) = (cx.status.failed_analyses, cx.spec.analysis.failure_limit);
-    let lost = format!(
+    Some(format!(
         "{now} of {needed} candidate pods ready at stage {stage}, {before} before: the candidate \
-         lost readiness with {weight}% of traffic{why}"
-    );
-    if n > limit {
-        let msg = format!("Rolling back: {lost}; {n} failures exceed failureLimit {limit}.");
-        cx.start_rollback(DecisionReason::CandidateUnready, msg);
-        return Loss::RolledBack;
-    }
-    Loss::Tolerated(format!(
-        "{lost}. The baseline takes back their share; counted as a failure ({n} failed, {limit} \
-         tolerated)."
+         lost readiness with {weight}% of traffic{why}. The baseline takes back their share; the \
+         stage does not end until they are ready again."
     ))
 }
 
-/// What a readiness loss led to.
-pub enum Loss {
-    None,
-    /// Beyond `failureLimit`: the rollback started.
-    RolledBack,
-    /// Counted; the Warning to emit once the split's actions (the baseline taking the share
-    /// back) are queued, so nothing comes before them.
-    Tolerated(String),
-}
-
-/// Emits a tolerated loss' Warning.
-pub fn warn(cx: &mut Ctx, loss: Loss) {
-    if let Loss::Tolerated(msg) = loss {
+/// Emits a loss' Warning.
+pub fn warn(cx: &mut Ctx, loss: Option<String>) {
+    if let Some(msg) = loss {
         cx.event(EventType::Warning, "CandidateUnready", msg);
     }
 }
