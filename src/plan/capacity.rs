@@ -177,7 +177,7 @@ struct Queueing<'a> {
 pub fn evaluate(cx: &Ctx, index: usize, max: f64) -> CapacityGate {
     let spec = cx.spec;
     let next = index + 1;
-    let weight = spec.stages.get(next).map_or(100, |s| s.weight);
+    let weight = cx.stage_weight(next);
     let split = cx.split(weight);
     let (share, pods) = (split.planned_effective_weight, split.candidate);
     let baseline = cx

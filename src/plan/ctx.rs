@@ -203,10 +203,16 @@ impl<'a> Ctx<'a> {
         self.event(EventType::Normal, reason, msg);
     }
 
+    /// The planned weight of stage `index`; past the spec's last stage (stages removed
+    /// mid-flight) the experiment is at 100 %.
+    pub fn stage_weight(&self, index: usize) -> i32 {
+        self.spec.stages.get(index).map_or(100, |s| s.weight)
+    }
+
     /// Stage `index` without an Event (a restart says why itself).
     pub fn set_stage(&mut self, index: usize) {
         let n = self.spec.stages.len();
-        let weight = self.spec.stages.get(index).map_or(100, |s| s.weight);
+        let weight = self.stage_weight(index);
         self.status.stage_index = Some(index as i32);
         self.status.stage = Some(format!("{}/{n}", index + 1));
         self.status.planned_weight = weight;

@@ -205,7 +205,7 @@ fn deadline_missed(cx: &mut Ctx, t: &Timing, in_force: bool, resumed: bool) -> b
 /// Why the deadline was missed, with what the pods say.
 fn deadline_message(cx: &Ctx, index: usize) -> String {
     let stage = cx.status.stage.clone().unwrap_or_default();
-    let weight = cx.spec.stages.get(index).map_or(100, |s| s.weight);
+    let weight = cx.stage_weight(index);
     let split = readiness::split(cx, index);
     let c = cx.obs.candidate.as_ref().map_or(0, |c| c.ready_replicas);
     let t = cx.obs.target.as_ref().map(|t| &t.deployment);
@@ -236,7 +236,7 @@ fn apply_split(cx: &mut Ctx, index: usize) -> bool {
     let Some(target) = &cx.obs.target else {
         return false;
     };
-    let weight = cx.spec.stages.get(index).map_or(100, |s| s.weight);
+    let weight = cx.stage_weight(index);
     let router = cx.spec.traffic.router;
     let split = readiness::split(cx, index);
     let candidate = cx.obs.candidate.as_ref();

@@ -11,8 +11,7 @@ use crate::traffic::ReplicaSplit;
 /// at a last stage of 100 % until an analysis there passed — the target is not scaled to 0
 /// before the candidate carried the full share through a passing analysis.
 pub fn split(cx: &Ctx, index: usize) -> ReplicaSplit {
-    let weight = cx.spec.stages.get(index).map_or(100, |s| s.weight);
-    let split = cx.split(weight);
+    let split = cx.split(cx.stage_weight(index));
     if standby_kept(cx, index) {
         cx.spec.traffic.router.with_standby(split, cx.sizing())
     } else {
@@ -22,14 +21,12 @@ pub fn split(cx: &Ctx, index: usize) -> ReplicaSplit {
 
 /// Stage `index` is at 100 % and none of its analyses passed yet.
 fn standby_kept(cx: &Ctx, index: usize) -> bool {
-    let weight = cx.spec.stages.get(index).map_or(100, |s| s.weight);
-    weight == 100 && cx.status.stage_passed_analyses == 0
+    cx.stage_weight(index) == 100 && cx.status.stage_passed_analyses == 0
 }
 
 /// The split of stage `index` keeps a standby now (one more baseline pod than the plan).
 pub fn has_standby(cx: &Ctx, index: usize) -> bool {
-    let weight = cx.spec.stages.get(index).map_or(100, |s| s.weight);
-    split(cx, index).baseline > cx.split(weight).baseline
+    split(cx, index).baseline > cx.split(cx.stage_weight(index)).baseline
 }
 
 /// Says when the standby goes: the first analysis at the last stage just passed

@@ -357,10 +357,8 @@ pub(super) fn remove_leftovers(cx: &mut Ctx) {
             actions.push(SelectionAction::RemoveVariant { index: i });
         }
     }
-    let weight = cx.status.stage_index.and_then(|i| usize::try_from(i).ok());
-    let weight = weight
-        .and_then(|i| cx.spec.stages.get(i))
-        .map_or(100, |s| s.weight);
+    let index = cx.status.stage_index.and_then(|i| usize::try_from(i).ok());
+    let weight = index.map_or(100, |i| cx.stage_weight(i));
     let beside = super::split::fresh_baseline(cx.spec, cx.original(), weight).is_some();
     let unused = finishing || !beside;
     if unused && fresh.deployment.is_some() && router.variant_traffic_back(fresh.share) {
