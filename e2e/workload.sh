@@ -98,6 +98,21 @@ stop_load() { kubectl -n "$1" delete pod load --ignore-not-found --wait=false >/
 # short stages (30/70/100) and intervals.
 experiment() {
   local ns=$1 name=$2 candidate=$3 checks=$4 extra=${5:-}
+  apply_experiment "$ns" "$name" "candidate: $candidate" "$checks" "$extra"
+}
+
+# selection_experiment NS NAME CANDIDATES_YAML SELECTION_YAML CHECKS_YAML: an experiment that
+# chooses among CANDIDATES (docs/selection.md); the winner walks the same short stages.
+selection_experiment() {
+  local ns=$1 name=$2 candidates=$3 selection=$4 checks=$5
+  apply_experiment "$ns" "$name" "candidates: $candidates
+  selection: $selection" "$checks" ""
+}
+
+# apply_experiment NS NAME WHAT_YAML CHECKS_YAML EXTRA_SPEC_YAML: WHAT is the spec's
+# `candidate:` or `candidates:` (and `selection:`) lines.
+apply_experiment() {
+  local ns=$1 name=$2 what=$3 checks=$4 extra=$5
   kubectl -n "$ns" apply -f - >/dev/null <<EOF
 apiVersion: concurrency.dev/v1alpha1
 kind: ConcurrencyExperiment
@@ -105,7 +120,7 @@ metadata: {name: $name}
 spec:
   targetRef: {name: storefront}
   container: web
-  candidate: $candidate
+  $what
   stages:
     - {weight: 30, duration: ${E2E_STAGE_S:-25}s}
     - {weight: 70, duration: ${E2E_STAGE_S:-25}s}

@@ -19,7 +19,7 @@ use super::capacity::{candidate_config, variant_capacity};
 use super::judge::{aggregate, judge_check, Limits, Unit};
 use super::queries::{
     busiest_pod_rate_template, cpu_per_request_template, io_per_request_template,
-    io_share_template, requests_template, total_rate_template,
+    io_share_template, is_headroom, requests_template, total_rate_template, HEADROOM_SOURCE,
 };
 use super::recommend::recommend_from_spec;
 use super::reference::reference_baseline;
@@ -177,6 +177,7 @@ pub async fn analyse(
     // After the checks, not beside them: a few more queries in flight at once would crowd
     // Prometheus' `--query.max-concurrency`; every query is evaluated at `now` anyway.
     let capacity = capacity.await;
+    let checks = fill_headroom(&analysis.checks, checks, capacity.as_ref());
 
     let recommendation = io_share.filter(|p| p.is_finite()).and_then(|p| {
         recommend_from_spec(p, &analysis.recommendation)
@@ -219,6 +220,26 @@ pub async fn analyse(
         recommendation,
         no_data,
     }
+}
+
+/// The `headroom` checks' values: each variant's headroom from the capacity measurement
+/// (none without one: the check is then Inconclusive, like any check without data).
+fn fill_headroom(
+    specs: &[Check],
+    mut measured: Vec<Measured>,
+    capacity: Option<&CapacityMeasurement>,
+) -> Vec<Measured> {
+    for (check, m) in specs.iter().zip(measured.iter_mut()) {
+        if is_headroom(check) && m.limits.is_some() {
+            m.result.baseline = capacity
+                .and_then(|c| c.baseline.as_ref())
+                .and_then(|b| b.headroom);
+            m.result.candidate = capacity
+                .and_then(|c| c.candidate.as_ref())
+                .and_then(|c| c.headroom);
+        }
+    }
+    measured
 }
 
 /// One value for the capacity estimate; any failure is no value (the estimate is left out,
@@ -325,6 +346,30 @@ pub(super) async fn measure_check(
     let prepared = (|| -> Result<(Limits, String), AnalysisSpecError> {
         Ok((Limits::from_check(check)?, check_template(check, names)?))
     })();
+    if is_headroom(check) {
+        // Filled in from the capacity measurement once it is made (`fill_headroom`).
+        return match Limits::from_check(check) {
+            Ok(limits) => {
+                result.query = HEADROOM_SOURCE.to_string();
+                result.limit = limits.written.clone();
+                Measured {
+                    result,
+                    limits: Some((limits, Unit::Share)),
+                }
+            }
+            Err(e) => {
+                result.reason = Some(format!(
+                    "{} ({})",
+                    e,
+                    AnalysisSpecError::from(e.clone()).category()
+                ));
+                Measured {
+                    result,
+                    limits: None,
+                }
+            }
+        };
+    }
     let unmeasured = |mut result: CheckResult, reason: String| {
         result.reason = Some(reason);
         Measured {

@@ -30,7 +30,8 @@ impl Unit {
             Some(
                 BuiltinMetric::GvlWait
                 | BuiltinMetric::ErrorRate
-                | BuiltinMetric::ThreadUtilization,
+                | BuiltinMetric::ThreadUtilization
+                | BuiltinMetric::Headroom,
             ) => Unit::Share,
             Some(BuiltinMetric::Backlog) => Unit::Plain,
             None => [&check.max, &check.min]

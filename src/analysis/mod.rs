@@ -27,7 +27,8 @@ pub use evaluate::{analyse, AnalysisContext, AnalysisOutcome};
 pub use judge::{aggregate, judge_check, Limits, Unit};
 pub use queries::{
     builtin_template, busiest_pod_rate_template, cpu_per_request_template, io_per_request_template,
-    io_share_template, requests_template, total_rate_template, validate_names, QueryError,
+    io_share_template, is_headroom, requests_template, total_rate_template, validate_names,
+    QueryError, HEADROOM_SOURCE,
 };
 pub use recommend::{
     amdahl_speedup, recommend, recommend_from_spec, recommendation_table, recommended_threads,

@@ -22,6 +22,9 @@ pub enum QueryError {
     },
     #[error("check {check}: quantile {value} must be between 0 and 1")]
     BadQuantile { check: String, value: f64 },
+    /// `headroom` is computed from the capacity measurement (`HEADROOM_SOURCE`).
+    #[error("check {check}: not one query (it is computed from the capacity model)")]
+    NotAQuery { check: &'static str },
 }
 
 impl QueryError {
@@ -29,6 +32,7 @@ impl QueryError {
         match self {
             QueryError::BadName { .. } => "BadMetricName",
             QueryError::BadQuantile { .. } => "BadQuantile",
+            QueryError::NotAQuery { .. } => "NotAQuery",
         }
     }
 }
@@ -150,6 +154,15 @@ pub(super) fn summary_quantile_template(
     ))
 }
 
+/// What a `headroom` check shows as its query: where the value comes from.
+pub const HEADROOM_SOURCE: &str =
+    "capacity model: 1 - busiest pod's requests/s / estimated capacity per pod (docs/capacity.md)";
+
+/// Whether the check is the built-in `headroom`, which no query measures.
+pub fn is_headroom(check: &crate::api::Check) -> bool {
+    check.query.is_none() && check.metric == Some(BuiltinMetric::Headroom)
+}
+
 /// The template of a built-in check. `quantile` only matters for latency and queue time.
 pub fn builtin_template(
     which: BuiltinMetric,
@@ -197,6 +210,7 @@ pub fn builtin_template(
             format!("avg(sum by (pod) (avg_over_time({b}{{{SELECTOR}}}[{{{{interval}}}}])))")
         }
         BuiltinMetric::ThreadUtilization => thread_utilization(names)?,
+        BuiltinMetric::Headroom => return Err(QueryError::NotAQuery { check: "headroom" }),
     })
 }
 

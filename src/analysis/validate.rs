@@ -6,7 +6,10 @@ use crate::api::{
 };
 
 use super::judge::Limits;
-use super::queries::{builtin_template, validate_names, QueryError};
+use super::queries::{
+    builtin_template, busiest_pod_rate_template, cpu_per_request_template, io_per_request_template,
+    is_headroom, validate_names, QueryError,
+};
 use super::template::{pods_regex_any, render, TemplateError, TemplateVars};
 
 /// A spec problem the schema cannot catch: a bad template, query, metric name or limit.
@@ -95,6 +98,13 @@ pub fn validate(analysis: &Analysis) -> Result<(), AnalysisSpecError> {
     };
     for (index, check) in analysis.checks.iter().enumerate() {
         Limits::from_check(check)?;
+        if is_headroom(check) {
+            // No query of its own: the capacity model's must be possible.
+            cpu_per_request_template(&names)?;
+            io_per_request_template(&names)?;
+            busiest_pod_rate_template(&names)?;
+            continue;
+        }
         let name = check.display_name();
         let template = check_template(check, &names)?;
         let query = render(&name, &template, &placeholders)

@@ -117,6 +117,10 @@ pub enum BuiltinMetric {
     /// Busy Puma threads over the thread pools' maximum (0–1; Puma counts waiting requests
     /// as busy, so above 1 means queueing).
     ThreadUtilization,
+    /// 1 − the busiest pod's request rate over its estimated capacity (0–1), from the
+    /// capacity model (docs/capacity.md), not a query of its own: refuses a config that only
+    /// passes because today's traffic is light (`min: 30%`).
+    Headroom,
 }
 
 impl BuiltinMetric {
@@ -129,6 +133,7 @@ impl BuiltinMetric {
             BuiltinMetric::QueueTime => "queueTime",
             BuiltinMetric::Backlog => "backlog",
             BuiltinMetric::ThreadUtilization => "threadUtilization",
+            BuiltinMetric::Headroom => "headroom",
         }
     }
 }
@@ -139,7 +144,8 @@ impl BuiltinMetric {
 #[x_kube(
     validation = Rule::new("has(self.metric) != has(self.query)").message("set exactly one of metric or query").field_path(".metric"),
     validation = Rule::new("has(self.min) || has(self.max) || has(self.maxIncrease)").message("a check needs at least one of min, max or maxIncrease").field_path(".max").reason(kube::core::Reason::FieldValueRequired),
-    validation = Rule::new("!has(self.quantile) || (has(self.metric) && (self.metric == 'latency' || self.metric == 'queueTime'))").message("quantile is only valid for metric: latency or queueTime").field_path(".quantile").reason(kube::core::Reason::FieldValueForbidden)
+    validation = Rule::new("!has(self.quantile) || (has(self.metric) && (self.metric == 'latency' || self.metric == 'queueTime'))").message("quantile is only valid for metric: latency or queueTime").field_path(".quantile").reason(kube::core::Reason::FieldValueForbidden),
+    validation = Rule::new("!has(self.metric) || self.metric != 'headroom' || !has(self.maxIncrease)").message("headroom is judged by min (or max), not maxIncrease: it is the candidate's own margin to its estimated capacity").field_path(".maxIncrease").reason(kube::core::Reason::FieldValueForbidden)
 )]
 pub struct Check {
     /// Defaults to the metric's name; required for custom queries.

@@ -33,10 +33,6 @@ pub struct Settings {
     pub error_backoff: Duration,
     /// Longest wait between two failed reconciles.
     pub max_error_backoff: Duration,
-    /// Run `spec.candidates` and `baseline.fresh` (docs/selection.md). Off until the shell
-    /// has run on the e2e cluster (step 7): such specs are `Invalid` with
-    /// `observe::SELECTION_NOT_RUN`. The controller tests turn it on.
-    pub run_selections: bool,
 }
 
 impl Default for Settings {
@@ -46,7 +42,6 @@ impl Default for Settings {
             prometheus_timeout: Duration::from_secs(10),
             error_backoff: Duration::from_secs(5),
             max_error_backoff: Duration::from_secs(300),
-            run_selections: false,
         }
     }
 }

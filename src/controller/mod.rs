@@ -14,6 +14,7 @@ mod act;
 mod analyse;
 mod context;
 mod error;
+mod events;
 mod experiments;
 mod fetch;
 mod index;

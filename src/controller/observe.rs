@@ -104,18 +104,6 @@ fn flag(exp: &ConcurrencyExperiment, annotation: &str) -> bool {
         .is_some_and(|v| v.trim().eq_ignore_ascii_case("true"))
 }
 
-/// Why a spec with `candidates` (or `baseline.fresh`) is `Invalid` in this version.
-pub const SELECTION_NOT_RUN: &str = "spec.candidates: this operator version does not run \
-     selections or a fresh baseline yet (docs/selection.md); give one spec.candidate";
-
-/// The refusal of selections and fresh baselines until they have run on a real cluster
-/// (docs/selection.md, step 7): `Settings::run_selections` off refuses them before anything
-/// is created rather than run a shell nobody has seen on a cluster.
-pub fn selection_refusal(exp: &ConcurrencyExperiment, run_selections: bool) -> Option<String> {
-    let variants = exp.spec.candidate.is_none() || exp.spec.fresh_baseline();
-    (variants && !run_selections).then(|| SELECTION_NOT_RUN.to_string())
-}
-
 /// Problems the CRD schema cannot see; each makes the experiment `Invalid`.
 pub fn spec_error(exp: &ConcurrencyExperiment, fetched: &Fetched) -> Option<String> {
     if let Some(first) = fetched.rivals.first() {

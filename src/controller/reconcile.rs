@@ -5,7 +5,7 @@ use std::time::{Duration, Instant};
 
 use kube::api::{Patch, PatchParams};
 use kube::runtime::controller::Action as Requeue;
-use kube::runtime::events::{Event, EventType};
+use kube::runtime::events::EventType;
 use kube::{Api, Resource, ResourceExt};
 use serde_json::json;
 
@@ -35,13 +35,7 @@ pub async fn reconcile(exp: Arc<ConcurrencyExperiment>, ctx: Arc<Context>) -> Re
         Ok(_) => ctx.clear_failures(&key(&exp)),
         Err(e) => {
             // The error policy cannot await, so the Warning Event is sent here.
-            let event = Event {
-                type_: EventType::Warning,
-                reason: e.category().to_string(),
-                note: Some(e.to_string().chars().take(1000).collect()),
-                action: "Reconcile".into(),
-                secondary: None,
-            };
+            let event = super::events::event(EventType::Warning, e.category(), &e.to_string());
             if let Err(err) = ctx.recorder.publish(&event, &exp.object_ref(&())).await {
                 tracing::warn!(error = %err, "could not publish error event");
             }
@@ -103,9 +97,6 @@ async fn reconcile_inner(exp: &ConcurrencyExperiment, ctx: &Context) -> Result<R
     let fetched = super::fetch::fetch(&ctx.client, &ctx.caches, exp).await?;
     let now = jiff::Timestamp::now();
     let mut observations = observe::observations(exp, &fetched, now);
-    if observations.spec_error.is_none() {
-        observations.spec_error = observe::selection_refusal(exp, ctx.settings.run_selections);
-    }
     let current = exp.status.clone().unwrap_or_default();
 
     if !deleting

@@ -13,6 +13,7 @@ pub mod history;
 pub mod init;
 pub mod recommend;
 pub mod render;
+pub mod selection;
 
 use std::io::Write;
 

@@ -293,7 +293,7 @@ pub fn experiment_detail(exp: &ConcurrencyExperiment, now: Timestamp) -> String 
         Some(c) => lines.push(format!("Candidate:   {}", variant_line(c))),
         None => lines.push(format!(
             "Candidate:   {} (not deployed)",
-            spec.walked_candidate(Some(&st)).summary()
+            candidate_cell(exp)
         )),
     }
     lines.push(format!(
@@ -312,6 +312,10 @@ pub fn experiment_detail(exp: &ConcurrencyExperiment, now: Timestamp) -> String 
         lines.extend(p.strategic_merge_patch.lines().map(|l| format!("  {l}")));
     }
     let mut out: String = lines.iter().map(|l| format!("{l}\n")).collect();
+    if let Some(block) = super::selection::selection_block(exp) {
+        out.push('\n');
+        out.push_str(&block);
+    }
     out.push('\n');
     match st.analyses.last() {
         Some(a) => out.push_str(&analysis_block(exp, a, now)),
@@ -363,10 +367,9 @@ pub fn list_row(exp: &ConcurrencyExperiment, now: Timestamp) -> Vec<String> {
         st.baseline
             .as_ref()
             .map_or("-".into(), |b| b.summary.clone()),
-        st.candidate.as_ref().map_or_else(
-            || exp.spec.walked_candidate(exp.status.as_ref()).summary(),
-            |c| c.summary.clone(),
-        ),
+        st.candidate
+            .as_ref()
+            .map_or_else(|| candidate_cell(exp), |c| c.summary.clone()),
         st.decision
             .as_ref()
             .map_or("-".into(), |d| format!("{:?} ({})", d.action, d.reason)),
@@ -375,6 +378,19 @@ pub fn list_row(exp: &ConcurrencyExperiment, now: Timestamp) -> Vec<String> {
             .as_ref()
             .map_or("-".into(), |t| age(now, t.0)),
     ]
+}
+
+/// The candidate, or, while a selection has not chosen, how many it chooses from.
+fn candidate_cell(exp: &ConcurrencyExperiment) -> String {
+    let winner = exp
+        .status
+        .as_ref()
+        .and_then(|s| s.selection.as_ref())
+        .and_then(|s| s.winner);
+    if exp.spec.selects() && winner.is_none() {
+        return format!("{} candidates", exp.spec.candidate_list().len());
+    }
+    exp.spec.walked_candidate(exp.status.as_ref()).summary()
 }
 
 pub fn experiment_list(exps: &[ConcurrencyExperiment], now: Timestamp) -> String {

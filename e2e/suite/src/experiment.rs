@@ -72,6 +72,12 @@ impl Exp {
         self
     }
 
+    /// An experiment choosing among `candidates` (issue 12), with this `selection`.
+    pub fn selecting(name: &str, candidates: Value, selection: Value, checks: Value) -> Self {
+        Exp::new(name, Value::Null, checks)
+            .extra(json!({"candidates": candidates, "selection": selection}))
+    }
+
     /// The typed object (a field the CRD types do not know fails here, before the apiserver).
     pub fn object(&self) -> Result<ConcurrencyExperiment> {
         let stage = format!("{}s", self.stage_s);
@@ -94,6 +100,9 @@ impl Exp {
                 "checks": self.checks,
             },
         });
+        if self.candidate.is_null() {
+            spec.as_object_mut().map(|o| o.remove("candidate"));
+        }
         merge(&mut spec, &self.extra);
         from_spec(&self.name, spec)
     }

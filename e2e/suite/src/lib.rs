@@ -29,7 +29,9 @@ pub use progress::Progress;
 pub use prom::split_within;
 // The operator's own types: the only paths into its crate (besides the Prometheus client in
 // prom.rs), so a module rename there is a change here of these lines.
-pub use concurrency_operator::api::{ConcurrencyExperiment, ConcurrencyExperimentStatus, Phase};
+pub use concurrency_operator::api::{
+    ConcurrencyExperiment, ConcurrencyExperimentStatus, Phase, SelectionStatus,
+};
 pub use kubectl::kc;
 pub use operator::{operator_name, operator_ns};
 pub use target::{app_image, Target};

@@ -30,6 +30,8 @@ pub struct Target {
     /// kube-proxy and the load's connections (re-made every 5 s) have moved before it exits.
     /// Needs to be longer than the slowest endpoint propagation plus a connection's age.
     pub drain_s: Option<u32>,
+    /// More environment for the container (e.g. gvl-sim's simulated memory).
+    pub env: Vec<(&'static str, String)>,
 }
 
 impl Default for Target {
@@ -41,6 +43,7 @@ impl Default for Target {
             memory_limit: "256Mi".into(),
             replicas: REPLICAS,
             drain_s: None,
+            env: Vec::new(),
         }
     }
 }
@@ -67,6 +70,9 @@ impl Scenario {
                 "limits": {"memory": t.memory_limit},
             },
         });
+        if let Some(list) = container["env"].as_array_mut() {
+            list.extend(t.env.iter().map(|(k, v)| json!({"name": k, "value": v})));
+        }
         if let Some(args) = &t.args {
             container["args"] = json!(args);
         }

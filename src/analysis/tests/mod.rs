@@ -2,6 +2,7 @@ mod capacity;
 mod evaluate;
 mod fixtures;
 mod full_weight;
+mod headroom;
 mod judge;
 mod presets;
 mod queries;

@@ -14,7 +14,7 @@
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::Service;
 use kube::api::{DeleteParams, DynamicObject, Patch, PatchParams, Preconditions};
-use kube::runtime::events::{Event, EventType as KubeEventType};
+use kube::runtime::events::EventType as KubeEventType;
 use kube::{Api, Resource, ResourceExt};
 use serde::Serialize;
 use serde_json::json;
@@ -359,16 +359,11 @@ impl<'a> Actor<'a> {
 
     /// Events are best effort: a refused Event must not stop a rollback half way.
     async fn event(&self, type_: EventType, reason: &str, message: &str) {
-        let event = Event {
-            type_: match type_ {
-                EventType::Normal => KubeEventType::Normal,
-                EventType::Warning => KubeEventType::Warning,
-            },
-            reason: reason.to_string(),
-            note: Some(message.chars().take(1000).collect()),
-            action: "Reconcile".into(),
-            secondary: None,
+        let type_ = match type_ {
+            EventType::Normal => KubeEventType::Normal,
+            EventType::Warning => KubeEventType::Warning,
         };
+        let event = super::events::event(type_, reason, message);
         let reference = self.exp.object_ref(&());
         if let Err(e) = self.ctx.recorder.publish(&event, &reference).await {
             tracing::warn!(error = %e, reason, "could not publish event");

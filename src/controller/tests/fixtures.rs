@@ -192,8 +192,6 @@ pub struct FakeApi {
     pub metrics: Metrics,
     /// Given to every Context made from this fake (sends nothing by default).
     pub notifier: Notifier,
-    /// `Settings::run_selections` of every Context made from this fake.
-    pub run_selections: bool,
 }
 
 impl Default for FakeApi {
@@ -204,7 +202,6 @@ impl Default for FakeApi {
             version: Arc::new(1000.into()),
             metrics: Metrics::new(),
             notifier: Notifier::default(),
-            run_selections: false,
         }
     }
 }
@@ -314,7 +311,6 @@ impl FakeApi {
             indexes: vec![index],
         };
         let settings = Settings {
-            run_selections: self.run_selections,
             ..Settings::default()
         };
         let ctx = Context::new(client, self.metrics.clone(), settings, caches)

@@ -14,8 +14,7 @@ const FRESH: &str = "/apis/apps/v1/namespaces/shop/deployments/storefront-fresh-
 async fn a_fresh_baseline_runs_beside_the_stages_and_goes_at_100_percent() {
     let mut exp = with_finalizer(experiment());
     exp.spec.baseline = Some(BaselineSpec { fresh: true });
-    let mut fake = FakeApi::default().with(EXP, exp).with(TARGET, target(6, 6));
-    fake.run_selections = true;
+    let fake = FakeApi::default().with(EXP, exp).with(TARGET, target(6, 6));
     reconcile_stored(&fake).await.unwrap();
     assert_eq!(stored_phase(&fake), Phase::Progressing);
     assert_eq!(
@@ -82,8 +81,7 @@ fn route_names(fake: &FakeApi) -> Vec<(String, i64)> {
 async fn on_the_gateway_the_fresh_baseline_has_its_weight_and_at_100_percent_only_it_goes() {
     let mut exp = gateway_experiment();
     exp.spec.baseline = Some(BaselineSpec { fresh: true });
-    let mut fake = FakeApi::default().with(EXP, exp).with(TARGET, target(6, 6));
-    fake.run_selections = true;
+    let fake = FakeApi::default().with(EXP, exp).with(TARGET, target(6, 6));
     let fake = gateway_objects(fake);
     reconcile_stored(&fake).await.unwrap();
     set_ready(&fake, CANDIDATE, 2);

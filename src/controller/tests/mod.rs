@@ -4,6 +4,7 @@
 mod analyse;
 mod config_source;
 mod error;
+mod events;
 mod experiments;
 mod external;
 mod fixtures;

@@ -251,19 +251,16 @@ fn spec_errors_name_the_field() {
 }
 
 #[test]
-fn a_selection_or_a_fresh_baseline_is_refused_until_the_shell_runs_them() {
+fn a_selection_and_a_fresh_baseline_are_valid_specs() {
     let mut exp = experiment();
     exp.spec.baseline = Some(crate::api::BaselineSpec { fresh: true });
     assert_eq!(spec_error(&exp, &fetched(Some(target(6, 6)))), None);
-    let err = selection_refusal(&exp, false);
-    assert_eq!(err.as_deref(), Some(SELECTION_NOT_RUN));
-    assert_eq!(selection_refusal(&exp, true), None);
-    assert_eq!(selection_refusal(&experiment(), false), None);
     let mut exp = experiment();
     let one = exp.spec.candidate.take().unwrap();
-    exp.spec.candidates = Some(vec![one.clone(), one]);
-    let err = selection_refusal(&exp, false).unwrap();
-    assert!(err.starts_with("spec.candidates: "), "{err}");
+    let mut two = one.clone();
+    two.threads = Some(3);
+    exp.spec.candidates = Some(vec![one, two]);
+    assert_eq!(spec_error(&exp, &fetched(Some(target(6, 6)))), None);
 }
 
 #[test]

@@ -1,6 +1,6 @@
-//! A selection through the reconciler against the fake API server (`run_selections` on, as
-//! step 7 of docs/selection.md will make it): the variants applied as the experiment's own, an
-//! eliminated candidate deleted, the winner rendered as the candidate, and nothing left behind.
+//! A selection through the reconciler against the fake API server: the variants applied as
+//! the experiment's own, an eliminated candidate deleted, the winner rendered as the
+//! candidate, and nothing left behind.
 
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
@@ -32,9 +32,7 @@ fn closed_prometheus() -> String {
 pub(super) fn selecting_fake() -> FakeApi {
     let mut exp = with_finalizer(selection_experiment());
     exp.spec.analysis.prometheus.url = closed_prometheus();
-    let mut fake = FakeApi::default().with(EXP, exp).with(TARGET, target(6, 6));
-    fake.run_selections = true;
-    fake
+    FakeApi::default().with(EXP, exp).with(TARGET, target(6, 6))
 }
 
 pub(super) fn edit_status(
@@ -60,15 +58,6 @@ pub(super) fn env_of(fake: &FakeApi, path: &str) -> Vec<(String, String)> {
 #[tokio::test]
 async fn a_selection_runs_its_variants_eliminates_chooses_and_leaves_nothing_behind() {
     let fake = selecting_fake();
-    // Without the setting the spec is refused before anything is made.
-    let mut refused = fake.clone();
-    refused.run_selections = false;
-    let stored = fake.objects.lock().unwrap().clone();
-    reconcile_stored(&refused).await.unwrap();
-    assert_eq!(stored_phase(&refused), Phase::Invalid);
-    *fake.objects.lock().unwrap() = stored;
-    fake.clear_calls();
-
     // Pending → Selecting: the fresh baseline and every candidate applied, one pod each.
     reconcile_stored(&fake).await.unwrap();
     assert_eq!(stored_phase(&fake), Phase::Selecting);

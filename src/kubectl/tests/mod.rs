@@ -10,3 +10,4 @@ mod history;
 mod init;
 mod recommend;
 mod render;
+mod selection;

@@ -5,3 +5,4 @@ mod edits;
 mod gitops;
 mod invalid;
 mod robust;
+mod select;

@@ -1,0 +1,113 @@
+//! The selection block of `get NAME`: standing while running, ranking and choice at the end.
+
+use pretty_assertions::assert_eq;
+use serde_json::{json, Value};
+
+use crate::api::ConcurrencyExperiment;
+use crate::kubectl::render::list_row;
+use crate::kubectl::selection::selection_block;
+
+use super::fixtures::{now, NS};
+
+fn selecting(status: Value) -> ConcurrencyExperiment {
+    serde_json::from_value(json!({
+        "apiVersion": "concurrency.dev/v1alpha1",
+        "kind": "ConcurrencyExperiment",
+        "metadata": {"name": "best", "namespace": NS, "creationTimestamp": "2026-11-30T01:00:00Z"},
+        "spec": {
+            "targetRef": {"name": "storefront"},
+            "candidates": [
+                {"server": "puma", "workers": 1, "threads": 1},
+                {"server": "puma", "workers": 2, "threads": 3},
+                {"server": "falcon", "workers": 2},
+            ],
+            "selection": {"duration": "2m", "objective": {"minimize": "memory"}},
+            "analysis": {
+                "prometheus": {"url": "http://prometheus.monitoring:9090"},
+                "checks": [{"metric": "queueTime", "quantile": 0.9, "max": "50ms"}],
+            },
+        },
+        "status": status,
+    }))
+    .expect("a valid experiment")
+}
+
+const MIB: f64 = 1048576.0;
+
+fn eliminated() -> Value {
+    json!({"at": "2026-11-30T01:02:00Z", "checks": ["queueTime"],
+           "message": "Candidate puma 1×1 eliminated after 1 failed analyses against the fresh baseline (queueTime: candidate 230ms, baseline 1ms, limit max 50ms)."})
+}
+
+fn variants() -> Value {
+    json!([
+        {"index": 0, "summary": "puma 1×1", "failedAnalyses": 1, "eliminated": eliminated()},
+        {"index": 1, "summary": "puma 2×3", "passedAnalyses": 2,
+         "objectiveSamples": [184.0 * MIB, 186.0 * MIB], "headroom": 0.71},
+        {"index": 2, "summary": "falcon 2 workers", "passedAnalyses": 2,
+         "objectiveSamples": [160.0 * MIB, 162.0 * MIB], "headroom": 0.8},
+    ])
+}
+
+#[test]
+fn while_selecting_the_candidates_stand_in_spec_order_with_their_mean_objective() {
+    let e = selecting(json!({
+        "phase": "Selecting",
+        "selection": {"startedAt": "2026-11-30T01:00:30Z", "variants": variants()},
+        "freshBaseline": {"variant": {"deployment": "storefront-fresh-baseline", "summary": "puma 2×4",
+                                      "config": {"server": "puma", "workers": 2, "threads": 4}}},
+    }));
+    assert_eq!(
+        selection_block(&e).as_deref(),
+        Some(
+            "\
+Selection:   3 candidates at 10% each against Deployment storefront-fresh-baseline, 2m long; minimize memory, started 2026-11-30T01:00:30Z
+  #  CANDIDATE         MEMORY  COST  HEADROOM  ANALYSES  VERDICT
+  -  puma 1×1          -       -     -         0 ✓ 1 ✗   ✗ eliminated (queueTime)
+  -  puma 2×3          185Mi   -     71%       2 ✓ 0 ✗   running
+  -  falcon 2 workers  161Mi   -     80%       2 ✓ 0 ✗   running
+  Eliminated: Candidate puma 1×1 eliminated after 1 failed analyses against the fresh baseline (queueTime: candidate 230ms, baseline 1ms, limit max 50ms).
+"
+        )
+    );
+    assert_eq!(list_row(&e, now())[8], "3 candidates");
+}
+
+#[test]
+fn after_the_choice_the_ranking_and_the_choice_are_shown() {
+    let e = selecting(json!({
+        "phase": "Progressing",
+        "selection": {
+            "startedAt": "2026-11-30T01:00:30Z", "variants": variants(), "winner": 2,
+            "ranking": [
+                {"index": 2, "summary": "falcon 2 workers", "config": {"server": "falcon", "workers": 2},
+                 "objective": 161.0 * MIB, "cost": 2, "headroom": 0.8, "verdict": "Pass"},
+                {"index": 1, "summary": "puma 2×3", "config": {"server": "puma", "workers": 2, "threads": 3},
+                 "objective": 185.0 * MIB, "cost": 6, "headroom": 0.71, "verdict": "Pass"},
+                {"index": 0, "summary": "puma 1×1", "config": {"server": "puma", "workers": 1, "threads": 1},
+                 "cost": 1, "verdict": "Fail", "reason": "eliminated: queueTime"},
+            ],
+            "message": "Chose falcon 2 workers (memory 161 MiB) over the runner-up puma 2×3 (185 MiB): 13.0% lower.",
+        },
+    }));
+    assert_eq!(
+        selection_block(&e).as_deref(),
+        Some(
+            "\
+Selection:   3 candidates at 10% each against the fresh baseline (not deployed), 2m long; minimize memory, started 2026-11-30T01:00:30Z
+  #  CANDIDATE         MEMORY  COST  HEADROOM  ANALYSES  VERDICT
+  1  falcon 2 workers  161Mi   2     80%       2 ✓ 0 ✗   ✓ survivor
+  2  puma 2×3          185Mi   6     71%       2 ✓ 0 ✗   ✓ survivor
+  3  puma 1×1          -       1     -         0 ✓ 1 ✗   ✗ eliminated: queueTime
+  Eliminated: Candidate puma 1×1 eliminated after 1 failed analyses against the fresh baseline (queueTime: candidate 230ms, baseline 1ms, limit max 50ms).
+  Choice:     Chose falcon 2 workers (memory 161 MiB) over the runner-up puma 2×3 (185 MiB): 13.0% lower.
+"
+        )
+    );
+    assert_eq!(list_row(&e, now())[8], "falcon 2 workers");
+}
+
+#[test]
+fn one_candidate_has_no_selection_block() {
+    assert_eq!(selection_block(&super::fixtures::progressing()), None);
+}
