@@ -14,6 +14,7 @@ pub mod init;
 pub mod recommend;
 pub mod render;
 pub mod selection;
+pub mod table;
 
 use std::io::Write;
 

@@ -4,7 +4,7 @@
 use crate::analysis::Unit;
 use crate::api::{ConcurrencyExperiment, ObjectiveMetric, SelectionStatus, Verdict};
 
-use super::render::{mark, Table};
+use super::table::{mark, time, Table};
 
 /// How an objective's values read.
 fn objective_unit(m: ObjectiveMetric) -> Unit {
@@ -65,7 +65,7 @@ pub fn selection_block(exp: &ConcurrencyExperiment) -> Option<String> {
         objective_name(minimize).to_lowercase(),
         st.started_at
             .as_ref()
-            .map(|t| format!(", started {}", super::render::time(t)))
+            .map(|t| format!(", started {}", time(t)))
             .unwrap_or_else(|| ", not started (waiting for every share in force)".into()),
     );
     let mut t = Table::new([
