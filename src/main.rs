@@ -13,7 +13,7 @@ use concurrency_operator::telemetry::{
 use concurrency_operator::webhook::{
     Notifier, NotifierConfig, RetryPolicy, SlackSink, WebhookSink,
 };
-use concurrency_operator::{analysis, api, drain, notify};
+use concurrency_operator::{api, drain, kubectl, notify};
 
 /// How long a stopping operator waits for queued notifications (the controllers get 10 s, the
 /// pod 30 s in all).
@@ -43,10 +43,7 @@ fn crd() -> anyhow::Result<()> {
 }
 
 fn recommend(args: &RecommendArgs) -> anyhow::Result<()> {
-    print!(
-        "{}",
-        analysis::recommendation_table(args.io_ratio, args.min_gain, args.async_above)
-    );
+    print!("{}", kubectl::capacity::offline_report(args));
     Ok(())
 }
 

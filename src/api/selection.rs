@@ -8,6 +8,7 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use super::quantity::{DURATION_PATTERN, PERCENT_PATTERN};
+use super::record::AnalysisRecord;
 use super::server_config::RenderedServer;
 use super::verdict::{CheckResult, Verdict};
 
@@ -186,6 +187,12 @@ pub struct SelectionVariant {
     /// The last analysis's checks, candidate against the fresh baseline.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub checks: Vec<CheckResult>,
+    /// The capacity measurements of its analyses with enough requests (newest last, at most
+    /// `KEPT_ANALYSES`; records without checks): the winner's predict its step into stage 1.
+    /// `capacity.totalRate` is the Service's rate, estimated as the candidate's own over its
+    /// share (a selection's analysis measures only the candidate and the fresh baseline).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub capacity_samples: Vec<AnalysisRecord>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub eliminated: Option<Elimination>,
 }

@@ -152,9 +152,29 @@ pub struct DrainArgs {
 
 #[derive(Args, Debug, Clone)]
 pub struct RecommendArgs {
-    /// Measured I/O share of request time, 0..1 (e.g. 0.52) or a percentage (52%).
-    #[arg(long, value_parser = share)]
-    pub io_ratio: f64,
+    /// Measured I/O share of request time, 0..1 (e.g. 0.52) or a percentage (52%); without it,
+    /// io / (cpu + io) of the two times below.
+    #[arg(long, value_parser = share, required_unless_present_all = ["cpu_per_request", "io_per_request"])]
+    pub io_ratio: Option<f64>,
+    /// CPU time (holding the GVL) per request, e.g. `2ms`: with `--io-per-request` the
+    /// capacity per thread count is printed too (docs/capacity.md).
+    #[arg(long, value_parser = duration, requires = "io_per_request")]
+    pub cpu_per_request: Option<Duration>,
+    /// I/O wait per request, e.g. `60ms`.
+    #[arg(long, value_parser = duration, requires = "cpu_per_request")]
+    pub io_per_request: Option<Duration>,
+    /// Workers per pod (`WEB_CONCURRENCY`) for the capacity table.
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(i32).range(1..=256))]
+    pub workers: i32,
+    /// Threads per worker now, marked in the capacity table.
+    #[arg(long, value_parser = clap::value_parser!(i32).range(1..=256))]
+    pub threads: Option<i32>,
+    /// The container's CPU limit in cores (`1`, `500m`): caps a pod's capacity.
+    #[arg(long, value_parser = cpu_cores)]
+    pub cpu_limit: Option<f64>,
+    /// The busiest pod's requests per second now: the headroom column.
+    #[arg(long, value_parser = rate)]
+    pub rate: Option<f64>,
     /// Smallest gain of one more thread that is still worth it.
     #[arg(long, default_value = "5%", value_parser = share)]
     pub min_gain: f64,
@@ -176,6 +196,20 @@ pub fn namespaces(list: &[String]) -> Vec<String> {
 
 pub(crate) fn duration(value: &str) -> Result<Duration, String> {
     parse_duration("duration", value).map_err(|e| e.to_string())
+}
+
+/// `1`, `1.5`, `500m` → cores; anything but a positive quantity is refused.
+pub(crate) fn cpu_cores(value: &str) -> Result<f64, String> {
+    crate::analysis::cpu_cores(value)
+        .ok_or_else(|| format!("{value:?} is not a CPU quantity like 1, 1.5 or 500m"))
+}
+
+/// Requests per second, a finite number ≥ 0.
+pub(crate) fn rate(value: &str) -> Result<f64, String> {
+    match value.trim().parse::<f64>() {
+        Ok(v) if v.is_finite() && v >= 0.0 => Ok(v),
+        _ => Err(format!("{value:?} is not a request rate like 30 or 12.5")),
+    }
 }
 
 /// `0.52` or `52%` → 0.52; rejects values outside 0..=1.

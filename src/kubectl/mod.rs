@@ -6,6 +6,7 @@
 //! functions of the objects and the current time (exact-output tests); the Kubernetes and
 //! Prometheus calls are a thin layer around them.
 
+pub mod capacity;
 pub mod cli;
 pub mod control;
 pub mod get;

@@ -12,16 +12,16 @@ use jiff::Timestamp;
 use k8s_openapi::api::apps::v1::Deployment;
 use kube::ResourceExt;
 
+use super::capacity::capacity_table;
 use super::cli::RecommendArgs;
 use super::render::Table;
 use super::{PluginError, Session};
-use crate::analysis::recommend::MAX_THREADS;
 use crate::analysis::{
-    busiest_pod_rate_template, cpu_per_request_template, headroom, io_per_request_template,
-    io_share_template, pod_capacity, pods_regex, recommend, recommendation_table, render,
-    validate_names, PerRequest, TemplateVars, Unit,
+    busiest_pod_rate_template, cpu_per_request_template, io_per_request_template,
+    io_share_template, pods_regex, recommend, recommendation_table, render, validate_names,
+    PerRequest, TemplateVars, Unit,
 };
-use crate::api::{format_duration, MetricNames, MetricsSpec, RenderedServer, ServerKind};
+use crate::api::{format_duration, MetricNames, MetricsSpec, RenderedServer};
 use crate::prometheus::PrometheusClient;
 use crate::workload::{app_container, read_baseline};
 
@@ -213,10 +213,6 @@ fn req_s(v: f64) -> String {
     format!("{v:.1} req/s")
 }
 
-fn percent(share: f64) -> String {
-    format!("{:.0}%", share * 100.0)
-}
-
 fn cores(c: f64) -> String {
     let s = format!("{c:.3}");
     let s = s.trim_end_matches('0').trim_end_matches('.');
@@ -285,7 +281,8 @@ pub fn report(
     out.push('\n');
     match (m.cpu, m.io) {
         (Some(cpu), Some(io)) => out.push_str(&capacity_table(
-            target,
+            &target.config,
+            target.cpu_limit,
             PerRequest { cpu, io },
             m.busiest_pod_rate,
             rec.as_ref().map(|r| r.threads),
@@ -306,97 +303,6 @@ pub fn report(
         }
     }
     (out, missing.iter().map(|(q, _)| q.name()).collect())
-}
-
-fn capacity_table(
-    target: &Target,
-    per_request: PerRequest,
-    rate: Option<f64>,
-    recommended: Option<i32>,
-    amdahl_rows: usize,
-) -> String {
-    let cfg = &target.config;
-    let workers = cfg.workers.filter(|w| *w >= 1);
-    let w = workers.map_or(1, |w| w.unsigned_abs());
-    let current_threads = (cfg.server == ServerKind::Puma)
-        .then_some(cfg.threads)
-        .flatten()
-        .filter(|t| *t >= 1)
-        .map(i32::unsigned_abs);
-    // As long as the Amdahl table, and long enough to show the current thread count.
-    let rows = u32::try_from(amdahl_rows)
-        .unwrap_or(MAX_THREADS)
-        .max(current_threads.unwrap_or(0))
-        .clamp(8, MAX_THREADS);
-    let secs = Unit::Seconds;
-    let mut out = format!(
-        "Capacity per pod at {} CPU + {} I/O per request, {w} worker{}{}{}:\n",
-        secs.format(per_request.cpu),
-        secs.format(per_request.io),
-        if w == 1 { "" } else { "s" },
-        if workers.is_none() {
-            " (WEB_CONCURRENCY not set: assumed)"
-        } else {
-            ""
-        },
-        target
-            .cpu_limit
-            .map_or(String::new(), |c| format!(", CPU limit {}", cores(c))),
-    );
-    out.push_str(
-        "a Puma worker with t threads ≈ min(t / (cpu + io), 1 / cpu), a Falcon worker ≈ 1 / cpu; \
-         the pod = workers × that, capped by the CPU limit (limit / cpu)\n",
-    );
-    let mut t = Table::new([
-        "SERVER",
-        "THREADS",
-        "PER WORKER",
-        "PER POD",
-        "BOUND",
-        "HEADROOM",
-        "",
-    ]);
-    let mut row = |server: ServerKind, threads: Option<u32>, note: String| {
-        let Some(c) = pod_capacity(server, w, threads, per_request, target.cpu_limit) else {
-            return;
-        };
-        t.row([
-            server.to_string(),
-            threads.map_or("-".to_string(), |t| t.to_string()),
-            req_s(c.per_worker),
-            req_s(c.per_pod),
-            c.bound.as_str().to_string(),
-            rate.and_then(|r| headroom(r, c.per_pod))
-                .map_or("-".to_string(), percent),
-            note,
-        ]);
-    };
-    for n in 1..=rows {
-        let mut notes = Vec::new();
-        if current_threads == Some(n) {
-            notes.push("← now");
-        }
-        if recommended.and_then(|r| u32::try_from(r).ok()) == Some(n) {
-            notes.push("← recommended (Amdahl)");
-        }
-        row(ServerKind::Puma, Some(n), notes.join(" "));
-    }
-    let falcon_now = if cfg.server == ServerKind::Falcon {
-        "← now"
-    } else {
-        ""
-    };
-    row(ServerKind::Falcon, None, falcon_now.to_string());
-    out.push_str(&t.render());
-    out.push_str(&match rate {
-        Some(r) => format!(
-            "Headroom = 1 − busiest pod's rate ({}) / capacity; negative: the pod serves more \
-             than the estimate.\n",
-            req_s(r)
-        ),
-        None => "Headroom: no request rate measured.\n".to_string(),
-    });
-    out
 }
 
 pub async fn run(

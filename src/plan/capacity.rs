@@ -142,7 +142,7 @@ pub fn approve(cx: &mut Ctx) {
 }
 
 /// Writes `gate` into status, keeping an approval of the same step. True when approved.
-fn store(cx: &mut Ctx, mut gate: CapacityGate) -> bool {
+pub(super) fn store(cx: &mut Ctx, mut gate: CapacityGate) -> bool {
     let approved = cx
         .status
         .capacity_gate
@@ -175,8 +175,45 @@ struct Queueing<'a> {
 /// The gate's view of the step from stage `index` to `index + 1`: pure, from the spec, the
 /// recorded analyses and the observations.
 pub fn evaluate(cx: &Ctx, index: usize, max: f64) -> CapacityGate {
+    let started = cx.status.stage_started_at.as_ref().map(|s| s.0);
+    let min_requests = cx.spec.analysis.min_requests as f64;
+    let of_stage: Vec<&AnalysisRecord> = cx
+        .status
+        .analyses
+        .iter()
+        .filter(|a| a.stage_index == index as i32 && started.is_some_and(|s| a.at.0 >= s))
+        .collect();
+    // Analyses of this stage's split in force, with enough candidate requests that the times
+    // per request are not noise.
+    let in_stage: Vec<&AnalysisRecord> = of_stage
+        .iter()
+        .copied()
+        .filter(|a| a.candidate_requests.is_some_and(|r| r >= min_requests))
+        .collect();
+    let from = Source {
+        name: format!("stage {}", stage_name(cx.spec, index)),
+        analysed: !of_stage.is_empty(),
+    };
+    predict_step(cx, index + 1, &in_stage, &from, max)
+}
+
+/// What a step is predicted from: `stage 1/3`, or `the selection` (the winner's analyses
+/// there, for the step into stage 1), and whether it was analysed at all.
+pub(super) struct Source {
+    pub(super) name: String,
+    pub(super) analysed: bool,
+}
+
+/// The prediction for stepping into stage `next` from the analyses `in_stage` (those with
+/// enough candidate requests), the worst one deciding.
+pub(super) fn predict_step(
+    cx: &Ctx,
+    next: usize,
+    in_stage: &[&AnalysisRecord],
+    from: &Source,
+    max: f64,
+) -> CapacityGate {
     let spec = cx.spec;
-    let next = index + 1;
     let weight = cx.stage_weight(next);
     let split = cx.split(weight);
     let (share, pods) = (split.planned_effective_weight, split.candidate);
@@ -188,17 +225,6 @@ pub fn evaluate(cx: &Ctx, index: usize, max: f64) -> CapacityGate {
         .or(cx.status.baseline.as_ref().map(|b| &b.config));
     let config = candidate_config(cx.candidate(), baseline);
     let cpu_limit = cx.obs.candidate_cpu_limit;
-    let started = cx.status.stage_started_at.as_ref().map(|s| s.0);
-    let min_requests = spec.analysis.min_requests as f64;
-    // Analyses of this stage's split in force, with enough candidate requests that the times
-    // per request are not noise.
-    let in_stage: Vec<&AnalysisRecord> = cx
-        .status
-        .analyses
-        .iter()
-        .filter(|a| a.stage_index == index as i32 && started.is_some_and(|s| a.at.0 >= s))
-        .filter(|a| a.candidate_requests.is_some_and(|r| r >= min_requests))
-        .collect();
     let predictions: Vec<Predicted> = in_stage
         .iter()
         .filter_map(|rec| {
@@ -223,7 +249,7 @@ pub fn evaluate(cx: &Ctx, index: usize, max: f64) -> CapacityGate {
             .utilization
             .total_cmp(&b.prediction.utilization)
     });
-    let queueing = queueing(spec, &in_stage);
+    let queueing = queueing(spec, in_stage);
     let stage = stage_name(spec, next);
     let planned = if share == weight {
         String::new()
@@ -290,14 +316,14 @@ pub fn evaluate(cx: &Ctx, index: usize, max: f64) -> CapacityGate {
             Some(note) => {
                 gate.verdict = Verdict::Fail;
                 gate.analysis_at = queueing.map(|q| q.rec.at.clone());
-                let why = unknown(cx, index, &config, &in_stage);
+                let why = unknown(cx, from, &config, in_stage);
                 gate.message = format!(
                     "Stage {stage} would give the candidate more traffic ({share}% on {pods} \
                      pods{planned}), but {note}; no capacity estimate: {why}"
                 );
             }
             None => {
-                let why = unknown(cx, index, &config, &in_stage);
+                let why = unknown(cx, from, &config, in_stage);
                 gate.message = format!("Stage {stage} cannot be predicted: {why}");
             }
         },
@@ -308,12 +334,12 @@ pub fn evaluate(cx: &Ctx, index: usize, max: f64) -> CapacityGate {
 /// Why no prediction could be made, in one sentence naming the fix where there is one.
 fn unknown(
     cx: &Ctx,
-    index: usize,
+    from: &Source,
     config: &RenderedServer,
     in_stage: &[&AnalysisRecord],
 ) -> String {
     let spec = cx.spec;
-    let stage = stage_name(spec, index);
+    let stage = &from.name;
     if config.workers.is_none_or(|w| w < 1) {
         return "the candidate's worker count is unknown (the target does not say it either); \
                 set spec.candidate.workers."
@@ -324,18 +350,12 @@ fn unknown(
                 set spec.candidate.threads."
             .into();
     }
-    let started = cx.status.stage_started_at.as_ref().map(|s| s.0);
-    let any = cx
-        .status
-        .analyses
-        .iter()
-        .any(|a| a.stage_index == index as i32 && started.is_some_and(|s| a.at.0 >= s));
-    if !any {
-        return format!("no analysis of stage {stage} yet.");
+    if !from.analysed {
+        return format!("no analysis of {stage} yet.");
     }
     let Some(latest) = in_stage.last() else {
         return format!(
-            "no analysis of stage {stage} had minRequests ({}) candidate requests.",
+            "no analysis of {stage} had minRequests ({}) candidate requests.",
             spec.analysis.min_requests
         );
     };
@@ -364,12 +384,12 @@ fn unknown(
     if missing.is_empty() {
         // Measured, yet no estimate: zero CPU time per request (nothing bounds the model).
         return format!(
-            "the candidate's measurements in stage {stage} give no capacity estimate (no CPU \
-             time per request)."
+            "the candidate's measurements in {stage} give no capacity estimate (no CPU time \
+             per request)."
         );
     }
     format!(
-        "Prometheus had no {} for the candidate in stage {stage}; set \
+        "Prometheus had no {} for the candidate in {stage}; set \
          spec.analysis.maxPredictedUtilization: off if the exporter has no such counters.",
         missing.join(", nor ")
     )

@@ -7,7 +7,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use super::analysis;
 use super::ctx::Ctx;
 use super::observations::{EventType, SelectionAnalysis};
-use crate::api::{Elimination, Verdict, KEPT_ANALYSES};
+use crate::api::{parse_duration, AnalysisRecord, Elimination, Verdict, KEPT_ANALYSES};
 
 /// Below this utilization (busiest pod's rate / estimated capacity) on every variant an
 /// analysis is low signal: latency and queue time cannot tell configs apart there.
@@ -27,6 +27,9 @@ pub(super) fn record(cx: &mut Ctx, a: &SelectionAnalysis) {
     }
     cx.status.last_analysis_at = Some(Time(a.at));
     let limit = cx.spec.analysis.failure_limit;
+    let min_requests = cx.spec.analysis.min_requests as f64;
+    let interval_s = parse_duration("spec.analysis.interval", &cx.spec.analysis.interval)
+        .map_or(0.0, |d| d.as_secs_f64());
     let mut utilizations = Vec::new();
     let mut eliminated = Vec::new();
     let st = cx.selection();
@@ -48,6 +51,11 @@ pub(super) fn record(cx: &mut Ctx, a: &SelectionAnalysis) {
             v.headroom = Some(v.headroom.map_or(h, |old: f64| old.min(h)));
         }
         utilizations.push(headroom.map(|h| 1.0 - h));
+        if let Some(sample) = capacity_sample(rec, interval_s, min_requests) {
+            v.capacity_samples.push(sample);
+            let excess = v.capacity_samples.len().saturating_sub(KEPT_ANALYSES);
+            v.capacity_samples.drain(..excess);
+        }
         if ca.outcome.record.verdict == Verdict::Inconclusive {
             continue;
         }
@@ -102,6 +110,33 @@ pub(super) fn record(cx: &mut Ctx, a: &SelectionAnalysis) {
     for msg in eliminated {
         cx.event(EventType::Warning, CANDIDATE_ELIMINATED, msg);
     }
+}
+
+/// The record's capacity measurement, for the step into stage 1 should this candidate win:
+/// without its checks, and with the Service's total rate estimated from the candidate's own
+/// (its requests over the interval, over its share). None without enough requests; kept
+/// without the CPU and I/O times too, so the gate can say which ones Prometheus lacked.
+fn capacity_sample(
+    rec: &AnalysisRecord,
+    interval_s: f64,
+    min_requests: f64,
+) -> Option<AnalysisRecord> {
+    let requests = rec
+        .candidate_requests
+        .filter(|r| *r >= min_requests && *r > 0.0)?;
+    let mut capacity = rec.capacity.clone().unwrap_or_default();
+    if interval_s <= 0.0 || rec.weight <= 0 {
+        return None;
+    }
+    capacity.baseline = None;
+    capacity.total_rate = Some(requests / interval_s * 100.0 / f64::from(rec.weight));
+    Some(AnalysisRecord {
+        checks: Vec::new(),
+        reason: None,
+        baseline_requests: None,
+        capacity: Some(capacity),
+        ..rec.clone()
+    })
 }
 
 fn push_capped(v: &mut Vec<f64>, x: f64) {

@@ -89,6 +89,7 @@ mod ctx;
 mod elimination;
 mod external;
 mod finish;
+mod first_step;
 mod fresh;
 mod machine;
 mod observations;

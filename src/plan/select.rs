@@ -318,6 +318,9 @@ fn decide(cx: &mut Ctx, t: &Timing) {
     st.winner = Some(choice.winner);
     st.message = Some(msg.clone());
     cx.event(EventType::Normal, CANDIDATE_CHOSEN, msg);
+    if let Some((reason, why)) = super::first_step::refuse_stage_one(cx, t) {
+        return roll_back(cx, reason, why);
+    }
     // The candidate variants go in `remove_leftovers`, traffic first.
     cx.status.phase = Phase::Progressing;
     cx.update_variants();

@@ -79,12 +79,43 @@ fn recommend_takes_ratios_and_percentages() {
     let Command::Recommend(r) = parse(&["recommend", "--io-ratio", "52%"]).unwrap().command else {
         panic!("not recommend")
     };
-    assert!((r.io_ratio - 0.52).abs() < 1e-12);
+    assert!((r.io_ratio.unwrap() - 0.52).abs() < 1e-12);
     assert!((r.min_gain - 0.05).abs() < 1e-12);
     assert!((r.async_above - 0.95).abs() < 1e-12);
     assert!(parse(&["recommend", "--io-ratio", "1.5"]).is_err());
     assert!(parse(&["recommend", "--io-ratio", "lots"]).is_err());
     assert!(parse(&["recommend"]).is_err());
+}
+
+#[test]
+fn recommend_takes_the_times_per_request_instead_of_the_ratio() {
+    let Command::Recommend(r) = parse(&[
+        "recommend",
+        "--cpu-per-request",
+        "2ms",
+        "--io-per-request",
+        "60ms",
+        "--workers",
+        "2",
+        "--threads",
+        "6",
+        "--cpu-limit",
+        "500m",
+        "--rate",
+        "30",
+    ])
+    .unwrap()
+    .command
+    else {
+        panic!("not recommend")
+    };
+    assert_eq!(r.io_ratio, None);
+    assert_eq!(r.cpu_per_request, Some(std::time::Duration::from_millis(2)));
+    assert_eq!((r.workers, r.threads), (2, Some(6)));
+    assert_eq!((r.cpu_limit, r.rate), (Some(0.5), Some(30.0)));
+    // One time alone is not enough, nor a limit that is not a quantity.
+    assert!(parse(&["recommend", "--cpu-per-request", "2ms"]).is_err());
+    assert!(parse(&["recommend", "--io-ratio", "50%", "--cpu-limit", "lots"]).is_err());
 }
 
 #[test]

@@ -1,6 +1,7 @@
 //! The plugin's commands: exact output of the renderers, and every command against a scripted
 //! API server (the exact calls, their bodies, and the one-line errors).
 
+mod capacity;
 mod cli;
 mod control;
 mod external;

@@ -8,6 +8,7 @@ mod deadline;
 mod edit;
 mod external;
 mod finish;
+mod first_step;
 mod fixtures;
 mod fresh_baseline;
 mod owner;

@@ -159,6 +159,16 @@ impl Sel {
 
     /// An interval `secs` later with these verdicts and memory per candidate (MiB).
     pub fn interval(&mut self, secs: i64, per: &[(Verdict, f64)]) -> Step {
+        self.interval_with(secs, per, |_| {})
+    }
+
+    /// `interval`, each candidate's record changed by `edit` (e.g. its request count).
+    pub fn interval_with(
+        &mut self,
+        secs: i64,
+        per: &[(Verdict, f64)],
+        edit: impl Fn(&mut AnalysisRecord),
+    ) -> Step {
         self.run.now += secs;
         let at = at(self.run.now);
         let candidates = per
@@ -168,7 +178,11 @@ impl Sel {
             .map(|(i, (v, mem))| CandidateAnalysis {
                 index: i,
                 outcome: AnalysisOutcome {
-                    record: record(*v, self.run.now, 0, 10),
+                    record: {
+                        let mut r = record(*v, self.run.now, 0, 10);
+                        edit(&mut r);
+                        r
+                    },
                     recommendation: None,
                     no_data: false,
                 },

@@ -1,0 +1,110 @@
+//! The capacity gate for the step out of a selection into stage 1: predicted from the
+//! winner's analyses in the selection, with the split stage 1 really gives.
+
+use super::selection_world::*;
+use super::*;
+use crate::api::reason::DecisionReason;
+use crate::api::Phase;
+
+/// The selection on a 6-pod target with `requests` per candidate per 60 s interval at 10 %
+/// (so the Service serves requests / 60 × 10 req/s), every candidate passing; memory picks
+/// puma 2×3 (2 × 3 / 62 ms = 96.8 req/s per pod).
+fn chosen_at(requests: f64) -> Sel {
+    let mut s = Sel::new(selection_spec(""), 6);
+    s.tick(None);
+    s.tick(None);
+    let per = [
+        (Verdict::Pass, 190.0),
+        (Verdict::Pass, 185.0),
+        (Verdict::Pass, 180.0),
+    ];
+    for _ in 0..21 {
+        s.interval_with(60, &per, |r| r.candidate_requests = Some(requests));
+    }
+    s
+}
+
+#[test]
+fn a_winner_that_carries_stage_one_walks_it_and_status_says_the_prediction() {
+    // 600 per minute at 10 %: 100 req/s in all; stage 1 gives 2 of 7 pods (28 %): 14 req/s
+    // per pod, 14 % of 96.8.
+    let s = chosen_at(600.0);
+    assert_eq!(s.run.status.phase, Phase::Progressing);
+    assert_eq!(s.selection().winner, Some(2));
+    let gate = s
+        .run
+        .status
+        .capacity_gate
+        .clone()
+        .expect("a prediction for stage 1");
+    assert_eq!(
+        (gate.stage_index, gate.verdict),
+        (0, Verdict::Pass),
+        "{gate:?}"
+    );
+    assert_eq!(gate.candidate_pods, 2);
+    let predicted = gate.predicted_utilization.unwrap();
+    assert!(
+        (predicted - 0.1446).abs() < 0.01,
+        "{predicted}: {}",
+        gate.message
+    );
+    assert!(gate.total_rate.is_some_and(|r| (r - 100.0).abs() < 1e-9));
+    assert!(
+        gate.message
+            .starts_with("Stage 1/3 would give the candidate"),
+        "{}",
+        gate.message
+    );
+}
+
+#[test]
+fn a_winner_that_would_be_overrun_at_stage_one_rolls_back_before_it() {
+    // 6000 per minute at 10 %: 1000 req/s; 140 req/s per pod at stage 1, 145 % of 96.8.
+    let s = chosen_at(6000.0);
+    assert!(
+        matches!(s.run.status.phase, Phase::RollingBack | Phase::RolledBack),
+        "{:?}",
+        s.run.status.phase
+    );
+    let d = s.run.status.decision.clone().unwrap();
+    assert_eq!(d.reason, DecisionReason::InsufficientCapacity.as_str());
+    assert!(
+        d.message
+            .starts_with("Rolling back before stage 1/3: Stage 1/3 would give"),
+        "{}",
+        d.message
+    );
+    let gate = s.run.status.capacity_gate.clone().unwrap();
+    assert_eq!((gate.stage_index, gate.verdict), (0, Verdict::Fail));
+    // The winner's Deployment is never made: stage 1 was not taken.
+    assert_eq!(
+        s.run.count(|a| matches!(a, Action::EnsureCandidate { .. })),
+        0
+    );
+}
+
+#[test]
+fn without_the_winners_measurements_stage_one_starts_and_the_gate_says_why() {
+    let mut s = Sel::new(selection_spec(""), 6);
+    s.tick(None);
+    s.tick(None);
+    let per = [
+        (Verdict::Pass, 190.0),
+        (Verdict::Pass, 185.0),
+        (Verdict::Pass, 180.0),
+    ];
+    for _ in 0..21 {
+        s.interval_with(60, &per, |r| r.capacity = None);
+    }
+    assert_eq!(s.run.status.phase, Phase::Progressing);
+    let gate = s.run.status.capacity_gate.clone().unwrap();
+    assert_eq!(gate.verdict, Verdict::Inconclusive);
+    assert!(
+        gate.message
+            .contains("Prometheus had no CPU time per request")
+            && gate.message.contains("for the candidate in the selection"),
+        "{}",
+        gate.message
+    );
+}
