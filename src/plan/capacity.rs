@@ -194,7 +194,7 @@ pub fn evaluate(cx: &Ctx, index: usize, max: f64) -> CapacityGate {
         name: format!("stage {}", stage_name(cx.spec, index)),
         analysed: !of_stage.is_empty(),
     };
-    predict_step(cx, index + 1, &in_stage, &from, max)
+    predict_step(cx, index + 1, &in_stage, &from, max, cx.candidate())
 }
 
 /// What a step is predicted from: `stage 1/3`, or `the selection` (the winner's analyses
@@ -205,13 +205,15 @@ pub(super) struct Source {
 }
 
 /// The prediction for stepping into stage `next` from the analyses `in_stage` (those with
-/// enough candidate requests), the worst one deciding.
+/// enough candidate requests), the worst one deciding, for `candidate` (the walked one, or a
+/// selection's survivor before the choice).
 pub(super) fn predict_step(
     cx: &Ctx,
     next: usize,
     in_stage: &[&AnalysisRecord],
     from: &Source,
     max: f64,
+    candidate: &ServerConfig,
 ) -> CapacityGate {
     let spec = cx.spec;
     let weight = cx.stage_weight(next);
@@ -223,7 +225,7 @@ pub(super) fn predict_step(
         .as_ref()
         .and_then(|t| t.baseline.as_ref())
         .or(cx.status.baseline.as_ref().map(|b| &b.config));
-    let config = candidate_config(cx.candidate(), baseline);
+    let config = candidate_config(candidate, baseline);
     let cpu_limit = cx.obs.candidate_cpu_limit;
     let predictions: Vec<Predicted> = in_stage
         .iter()

@@ -15,12 +15,13 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use super::ctx::Ctx;
 use super::elimination::{record, LOW_SIGNAL_UTILIZATION};
 use super::observations::{Action, EventType, SelectionAction};
-use super::ranking::{choose, explain, rank};
+use super::ranking::{choose, explain, rank, show};
 use super::validate::Timing;
 use super::{finish, progress, timing};
 use crate::api::reason::DecisionReason;
 use crate::api::{
-    parse_percent, Phase, RenderedServer, SelectionStatus, SelectionVariant, DEFAULT_TOLERANCE,
+    parse_percent, Phase, RankEntry, RenderedServer, SelectionStatus, SelectionVariant, Verdict,
+    DEFAULT_TOLERANCE,
 };
 
 /// Significance level of the choice when `analysis.statistical` does not set one.
@@ -289,7 +290,8 @@ fn decide(cx: &mut Ctx, t: &Timing) {
         .as_ref()
         .map_or(DEFAULT_ALPHA, |s| s.alpha);
     let variants = selection_variants(cx);
-    let ranking = rank(cx.spec.candidate_list(), baseline_config(cx), &variants);
+    let mut ranking = rank(cx.spec.candidate_list(), baseline_config(cx), &variants);
+    let left_out = leave_out_unfit(cx, t, &mut ranking);
     let samples = |i: i32| {
         variants
             .iter()
@@ -298,12 +300,24 @@ fn decide(cx: &mut Ctx, t: &Timing) {
     };
     let Some(choice) = choose(&ranking, tolerance, alpha, samples) else {
         cx.selection().ranking = ranking;
+        if !left_out.is_empty() {
+            let msg = format!(
+                "No candidate can carry the rollout at the load the selection measured. {} \
+                 Restoring the baseline.",
+                left_out.join(" ")
+            );
+            return roll_back(cx, DecisionReason::InsufficientCapacity, msg);
+        }
         let msg = "No candidate passed: the survivors were never measured (no analysis with \
                    enough requests and the objective); restoring the baseline."
             .to_string();
         return roll_back(cx, DecisionReason::NoCandidatePassed, msg);
     };
     let mut msg = explain(&ranking, &choice, sel.objective.minimize, tolerance, alpha);
+    for note in &left_out {
+        msg.push(' ');
+        msg.push_str(note);
+    }
     let st = cx.selection();
     if st.low_signal_analyses > 0 {
         msg.push_str(&format!(
@@ -318,13 +332,35 @@ fn decide(cx: &mut Ctx, t: &Timing) {
     st.winner = Some(choice.winner);
     st.message = Some(msg.clone());
     cx.event(EventType::Normal, CANDIDATE_CHOSEN, msg);
-    if let Some((reason, why)) = super::first_step::refuse_stage_one(cx, t) {
-        return roll_back(cx, reason, why);
-    }
+    super::first_step::record_stage_one(cx, t);
     // The candidate variants go in `remove_leftovers`, traffic first.
     cx.status.phase = Phase::Progressing;
     cx.update_variants();
     progress::start(cx, t);
+}
+
+/// Survivors that could not carry the rollout at the measured load (`first_step::cannot_carry`)
+/// do not win: Fail in the ranking with the reason, placed after the survivors that can; one
+/// sentence each for the decision message. The objective alone would pick a config the
+/// capacity gate then refuses before stage 1 (the demo's Puma 1×1: least memory, 115 % of its
+/// capacity at stage 1).
+fn leave_out_unfit(cx: &Ctx, t: &Timing, ranking: &mut [RankEntry]) -> Vec<String> {
+    let minimize = cx.spec.selection_or_default().objective.minimize;
+    let mut notes = Vec::new();
+    for e in ranking.iter_mut().filter(|e| e.verdict == Verdict::Pass) {
+        let Some(why) = super::first_step::cannot_carry(cx, t, e.index) else {
+            continue;
+        };
+        let objective = e
+            .objective
+            .map_or(String::new(), |v| format!(" ({})", show(minimize, v)));
+        notes.push(format!("Left out {}{objective}: {why}", e.summary));
+        e.verdict = Verdict::Fail;
+        e.reason = Some(format!("cannot carry the rollout: {why}"));
+    }
+    // Stable: the survivors that can carry it first, the rest in their order.
+    ranking.sort_by_key(|e| e.verdict != Verdict::Pass);
+    notes
 }
 
 /// After the choice (or a rollback) candidate variants still seen are removed, every step

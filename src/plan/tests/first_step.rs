@@ -59,32 +59,6 @@ fn a_winner_that_carries_stage_one_walks_it_and_status_says_the_prediction() {
 }
 
 #[test]
-fn a_winner_that_would_be_overrun_at_stage_one_rolls_back_before_it() {
-    // 6000 per minute at 10 %: 1000 req/s; 140 req/s per pod at stage 1, 145 % of 96.8.
-    let s = chosen_at(6000.0);
-    assert!(
-        matches!(s.run.status.phase, Phase::RollingBack | Phase::RolledBack),
-        "{:?}",
-        s.run.status.phase
-    );
-    let d = s.run.status.decision.clone().unwrap();
-    assert_eq!(d.reason, DecisionReason::InsufficientCapacity.as_str());
-    assert!(
-        d.message
-            .starts_with("Rolling back before stage 1/3: Stage 1/3 would give"),
-        "{}",
-        d.message
-    );
-    let gate = s.run.status.capacity_gate.clone().unwrap();
-    assert_eq!((gate.stage_index, gate.verdict), (0, Verdict::Fail));
-    // The winner's Deployment is never made: stage 1 was not taken.
-    assert_eq!(
-        s.run.count(|a| matches!(a, Action::EnsureCandidate { .. })),
-        0
-    );
-}
-
-#[test]
 fn without_the_winners_measurements_stage_one_starts_and_the_gate_says_why() {
     let mut s = Sel::new(selection_spec(""), 6);
     s.tick(None);
@@ -106,5 +80,81 @@ fn without_the_winners_measurements_stage_one_starts_and_the_gate_says_why() {
             && gate.message.contains("for the candidate in the selection"),
         "{}",
         gate.message
+    );
+}
+
+/// 1×1 holds the least memory but, at the load measured, could not carry the rollout: it
+/// does not win, and the ranking and the message say why with the numbers.
+#[test]
+fn the_least_memory_does_not_win_when_it_could_not_carry_the_rollout() {
+    // 1200 per minute at 10 %: 200 req/s in all. Puma 1×1 at 62 ms carries 16 req/s per
+    // pod: already 2 of 7 pods at stage 1 is 28 req/s each. Puma 2×3 (96.8) carries 100 %
+    // (200 / 6 = 33 req/s per pod, 34 %).
+    let mut s = Sel::new(selection_spec(""), 6);
+    s.tick(None);
+    s.tick(None);
+    let per = [
+        (Verdict::Pass, 80.0),
+        (Verdict::Pass, 190.0),
+        (Verdict::Pass, 180.0),
+    ];
+    for _ in 0..21 {
+        s.interval_with(60, &per, |r| r.candidate_requests = Some(1200.0));
+    }
+    assert_eq!(s.run.status.phase, Phase::Progressing);
+    let sel = s.selection();
+    assert_eq!(sel.winner, Some(2), "{:?}", sel.message);
+    let order: Vec<(&str, Verdict)> = sel
+        .ranking
+        .iter()
+        .map(|r| (r.summary.as_str(), r.verdict))
+        .collect();
+    assert_eq!(
+        order,
+        [
+            ("puma 2×3", Verdict::Pass),
+            ("puma 2×4", Verdict::Pass),
+            ("puma 1×1", Verdict::Fail)
+        ]
+    );
+    let reason = sel.ranking[2].reason.clone().unwrap();
+    assert!(
+        reason.starts_with("cannot carry the rollout: Stage 1/3 would give"),
+        "{reason}"
+    );
+    let msg = sel.message.clone().unwrap();
+    assert!(msg.starts_with("Chose puma 2×3 (memory 180 MiB)"), "{msg}");
+    assert!(
+        msg.contains("Left out puma 1×1 (80 MiB): Stage 1/3 would give"),
+        "{msg}"
+    );
+}
+
+#[test]
+fn no_survivor_that_could_carry_the_rollout_rolls_back_for_capacity() {
+    // 12000 per minute at 10 %: 2000 req/s, more than any of the three could carry.
+    let mut s = Sel::new(selection_spec(""), 6);
+    s.tick(None);
+    s.tick(None);
+    let per = [
+        (Verdict::Pass, 80.0),
+        (Verdict::Pass, 190.0),
+        (Verdict::Pass, 180.0),
+    ];
+    for _ in 0..21 {
+        s.interval_with(60, &per, |r| r.candidate_requests = Some(12000.0));
+    }
+    let d = s.run.status.decision.clone().unwrap();
+    assert_eq!(d.reason, DecisionReason::InsufficientCapacity.as_str());
+    assert!(
+        d.message.starts_with(
+            "No candidate can carry the rollout at the load the selection measured. Left out puma"
+        ) && d.message.ends_with("> 85%. Restoring the baseline."),
+        "{}",
+        d.message
+    );
+    assert_eq!(
+        s.run.count(|a| matches!(a, Action::EnsureCandidate { .. })),
+        0
     );
 }
