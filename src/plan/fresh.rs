@@ -30,12 +30,13 @@ pub(super) fn beside(cx: &mut Ctx, weight: i32) -> FreshBeside {
         };
     };
     let pods = f.pods_per_variant;
-    let ready = seen.runs_spec_config
+    let ready = seen.applied(pods)
         && seen
             .deployment
             .as_ref()
-            .is_some_and(|d| d.replicas == pods && d.ready_replicas >= pods && d.rolled_out);
-    if !ready {
+            .is_some_and(|d| d.ready_replicas >= pods && d.rolled_out);
+    // Re-sent only when not as wanted (see `select::apply`).
+    if !seen.applied(pods) {
         cx.actions
             .push(Action::Selection(SelectionAction::EnsureFreshBaseline {
                 replicas: pods,

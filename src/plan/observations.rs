@@ -93,6 +93,14 @@ pub struct VariantObservation {
     pub share: i32,
 }
 
+impl VariantObservation {
+    /// It exists with the variant's config and `pods` replicas: nothing to apply, whether or
+    /// not its pods are ready yet.
+    pub fn applied(&self, pods: i32) -> bool {
+        self.runs_spec_config && self.deployment.as_ref().is_some_and(|d| d.replicas == pods)
+    }
+}
+
 /// What the shell does for a selection.
 #[derive(Clone, Debug, PartialEq)]
 pub enum SelectionAction {
