@@ -23,17 +23,22 @@ fn app(busiest: f64) -> FakeSource {
 
 const HEADROOM: &str = r#"[{metric: headroom, min: "30%"}]"#;
 
-#[tokio::test]
-async fn a_config_far_from_its_capacity_passes() {
-    // Puma 2×4 at 62 ms: 2 × 4 / 0.062 = 129 req/s per pod; 30 req/s leaves 77 %.
-    let out = analyse(
-        &app(30.0),
+/// One analysis at 50 % with the headroom check, the busiest pod at `busiest` req/s.
+async fn at(busiest: f64) -> crate::analysis::AnalysisOutcome {
+    analyse(
+        &app(busiest),
         &spec(HEADROOM),
         &context(50),
         &[],
         &BTreeMap::new(),
     )
-    .await;
+    .await
+}
+
+#[tokio::test]
+async fn a_config_far_from_its_capacity_passes() {
+    // Puma 2×4 at 62 ms: 2 × 4 / 0.062 = 129 req/s per pod; 30 req/s leaves 77 %.
+    let out = at(30.0).await;
     let c = &out.record.checks[0];
     assert_eq!(
         (c.name.as_str(), c.verdict),
@@ -59,14 +64,7 @@ async fn a_config_far_from_its_capacity_passes() {
 #[tokio::test]
 async fn a_config_that_passes_only_because_traffic_is_light_is_refused() {
     // 100 req/s on a 129 req/s pod: 22 % left, below the 30 % asked.
-    let out = analyse(
-        &app(100.0),
-        &spec(HEADROOM),
-        &context(50),
-        &[],
-        &BTreeMap::new(),
-    )
-    .await;
+    let out = at(100.0).await;
     let c = &out.record.checks[0];
     assert_eq!(c.verdict, Verdict::Fail, "{c:?}");
     assert_eq!(out.record.verdict, Verdict::Fail);

@@ -6,22 +6,25 @@ use super::*;
 use crate::api::reason::DecisionReason;
 use crate::api::Phase;
 
-/// The selection on a 6-pod target with `requests` per candidate per 60 s interval at 10 %
-/// (so the Service serves requests / 60 × 10 req/s), every candidate passing; memory picks
-/// puma 2×3 (2 × 3 / 62 ms = 96.8 req/s per pod).
-fn chosen_at(requests: f64) -> Sel {
+/// The whole selection on a 6-pod target, every candidate passing with these memories (MiB:
+/// Puma 1×1, 2×4, 2×3), each record changed by `edit`.
+fn selected(memory: [f64; 3], edit: impl Fn(&mut AnalysisRecord)) -> Sel {
     let mut s = Sel::new(selection_spec(""), 6);
     s.tick(None);
     s.tick(None);
-    let per = [
-        (Verdict::Pass, 190.0),
-        (Verdict::Pass, 185.0),
-        (Verdict::Pass, 180.0),
-    ];
+    let per = memory.map(|m| (Verdict::Pass, m));
     for _ in 0..21 {
-        s.interval_with(60, &per, |r| r.candidate_requests = Some(requests));
+        s.interval_with(60, &per, &edit);
     }
     s
+}
+
+/// `requests` per candidate per 60 s interval at 10 % (so the Service serves requests / 60 ×
+/// 10 req/s); memory picks puma 2×3 (2 × 3 / 62 ms = 96.8 req/s per pod).
+fn chosen_at(requests: f64) -> Sel {
+    selected([190.0, 185.0, 180.0], |r| {
+        r.candidate_requests = Some(requests)
+    })
 }
 
 #[test]
@@ -60,17 +63,7 @@ fn a_winner_that_carries_stage_one_walks_it_and_status_says_the_prediction() {
 
 #[test]
 fn without_the_winners_measurements_stage_one_starts_and_the_gate_says_why() {
-    let mut s = Sel::new(selection_spec(""), 6);
-    s.tick(None);
-    s.tick(None);
-    let per = [
-        (Verdict::Pass, 190.0),
-        (Verdict::Pass, 185.0),
-        (Verdict::Pass, 180.0),
-    ];
-    for _ in 0..21 {
-        s.interval_with(60, &per, |r| r.capacity = None);
-    }
+    let s = selected([190.0, 185.0, 180.0], |r| r.capacity = None);
     assert_eq!(s.run.status.phase, Phase::Progressing);
     let gate = s.run.status.capacity_gate.clone().unwrap();
     assert_eq!(gate.verdict, Verdict::Inconclusive);
@@ -90,17 +83,9 @@ fn the_least_memory_does_not_win_when_it_could_not_carry_the_rollout() {
     // 1200 per minute at 10 %: 200 req/s in all. Puma 1×1 at 62 ms carries 16 req/s per
     // pod: already 2 of 7 pods at stage 1 is 28 req/s each. Puma 2×3 (96.8) carries 100 %
     // (200 / 6 = 33 req/s per pod, 34 %).
-    let mut s = Sel::new(selection_spec(""), 6);
-    s.tick(None);
-    s.tick(None);
-    let per = [
-        (Verdict::Pass, 80.0),
-        (Verdict::Pass, 190.0),
-        (Verdict::Pass, 180.0),
-    ];
-    for _ in 0..21 {
-        s.interval_with(60, &per, |r| r.candidate_requests = Some(1200.0));
-    }
+    let s = selected([80.0, 190.0, 180.0], |r| {
+        r.candidate_requests = Some(1200.0)
+    });
     assert_eq!(s.run.status.phase, Phase::Progressing);
     let sel = s.selection();
     assert_eq!(sel.winner, Some(2), "{:?}", sel.message);
@@ -133,17 +118,9 @@ fn the_least_memory_does_not_win_when_it_could_not_carry_the_rollout() {
 #[test]
 fn no_survivor_that_could_carry_the_rollout_rolls_back_for_capacity() {
     // 12000 per minute at 10 %: 2000 req/s, more than any of the three could carry.
-    let mut s = Sel::new(selection_spec(""), 6);
-    s.tick(None);
-    s.tick(None);
-    let per = [
-        (Verdict::Pass, 80.0),
-        (Verdict::Pass, 190.0),
-        (Verdict::Pass, 180.0),
-    ];
-    for _ in 0..21 {
-        s.interval_with(60, &per, |r| r.candidate_requests = Some(12000.0));
-    }
+    let s = selected([80.0, 190.0, 180.0], |r| {
+        r.candidate_requests = Some(12000.0)
+    });
     let d = s.run.status.decision.clone().unwrap();
     assert_eq!(d.reason, DecisionReason::InsufficientCapacity.as_str());
     assert!(

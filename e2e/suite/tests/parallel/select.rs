@@ -40,15 +40,15 @@ async fn select() {
                 {"server": "puma", "workers": 2, "threads": 3},
                 {"server": "puma", "workers": 2, "threads": 4},
             ]),
-            json!({"duration": "120s", "objective": {"minimize": "memory"}}),
+            json!({"duration": "90s", "objective": {"minimize": "memory"}}),
             json!([
                 {"metric": "queueTime", "quantile": 0.9, "max": "100ms"},
                 {"metric": "errorRate", "max": "5%"},
             ]),
         )
-        // cAdvisor samples the working set every ~30 s here: each interval must hold a sample.
-        .interval_s(40)
-        .stage_s(45);
+        // cAdvisor samples the working set every 15–30 s here: each interval must hold one.
+        .interval_s(30)
+        .stage_s(35);
         s.apply(&exp).await?;
         let progress = Progress {
             timeout_s: 600,
