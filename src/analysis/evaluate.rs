@@ -343,33 +343,6 @@ pub(super) async fn measure_check(
         verdict: Verdict::Inconclusive,
         reason: None,
     };
-    let prepared = (|| -> Result<(Limits, String), AnalysisSpecError> {
-        Ok((Limits::from_check(check)?, check_template(check, names)?))
-    })();
-    if is_headroom(check) {
-        // Filled in from the capacity measurement once it is made (`fill_headroom`).
-        return match Limits::from_check(check) {
-            Ok(limits) => {
-                result.query = HEADROOM_SOURCE.to_string();
-                result.limit = limits.written.clone();
-                Measured {
-                    result,
-                    limits: Some((limits, Unit::Share)),
-                }
-            }
-            Err(e) => {
-                result.reason = Some(format!(
-                    "{} ({})",
-                    e,
-                    AnalysisSpecError::from(e.clone()).category()
-                ));
-                Measured {
-                    result,
-                    limits: None,
-                }
-            }
-        };
-    }
     let unmeasured = |mut result: CheckResult, reason: String| {
         result.reason = Some(reason);
         Measured {
@@ -377,6 +350,26 @@ pub(super) async fn measure_check(
             limits: None,
         }
     };
+    if is_headroom(check) {
+        // No query: filled in from the capacity measurement once it is made (`fill_headroom`).
+        return match Limits::from_check(check) {
+            Ok(limits) => {
+                result.query = HEADROOM_SOURCE.to_string();
+                result.limit = limits.written.clone();
+                Measured {
+                    result,
+                    limits: Some((limits, Unit::of(check))),
+                }
+            }
+            Err(e) => {
+                let e = AnalysisSpecError::from(e);
+                unmeasured(result, format!("{} ({})", e, e.category()))
+            }
+        };
+    }
+    let prepared = (|| -> Result<(Limits, String), AnalysisSpecError> {
+        Ok((Limits::from_check(check)?, check_template(check, names)?))
+    })();
     let (limits, template) = match prepared {
         Ok(p) => p,
         Err(e) => return unmeasured(result, format!("{} ({})", e, e.category())),
