@@ -30,7 +30,7 @@ const EXTRA_MS: f64 = 40.0;
 
 /// Puma 1×4 with the given slow-dependency delay.
 fn start_server(extra_latency_ms: f64) -> (Proc, SocketAddr) {
-    gvlsim::start_server(&[
+    gvlsim::try_start_server(&[
         ("SERVER", "puma".into()),
         ("WEB_CONCURRENCY", "1".into()),
         ("RAILS_MAX_THREADS", "4".into()),
@@ -40,6 +40,7 @@ fn start_server(extra_latency_ms: f64) -> (Proc, SocketAddr) {
         ("CPU_CLOCK", "wall".into()),
         ("EXTRA_LATENCY_MS", extra_latency_ms.to_string()),
     ])
+    .unwrap_or_else(|line| panic!("gvl-sim did not start: {line:?}"))
 }
 
 fn start_load(addr: SocketAddr, secs: u64) -> Proc {

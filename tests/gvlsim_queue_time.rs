@@ -33,16 +33,24 @@ const IO_MS: f64 = 62.0;
 /// address, metrics address). `/metrics` is also on its own port, so scrapes never wait
 /// behind a saturated pool.
 fn start_server(threads: u32) -> (Proc, SocketAddr, SocketAddr) {
-    let metrics_port = free_port();
-    let (proc, addr) = gvlsim::start_server(&[
-        ("SERVER", "puma".into()),
-        ("WEB_CONCURRENCY", "1".into()),
-        ("RAILS_MAX_THREADS", threads.to_string()),
-        ("CPU_MS", "0".into()),
-        ("IO_MS", IO_MS.to_string()),
-        ("METRICS_PORT", metrics_port.to_string()),
-    ]);
-    (proc, addr, SocketAddr::new(addr.ip(), metrics_port))
+    // The free port can be taken before gvl-sim binds it: then another one.
+    let mut last = String::new();
+    for _ in 0..5 {
+        let metrics_port = free_port();
+        match gvlsim::try_start_server(&[
+            ("SERVER", "puma".into()),
+            ("WEB_CONCURRENCY", "1".into()),
+            ("RAILS_MAX_THREADS", threads.to_string()),
+            ("CPU_MS", "0".into()),
+            ("IO_MS", IO_MS.to_string()),
+            ("METRICS_PORT", metrics_port.to_string()),
+        ]) {
+            Ok((proc, addr)) => return (proc, addr, SocketAddr::new(addr.ip(), metrics_port)),
+            Err(line) if line.contains("Address already in use") => last = line,
+            Err(line) => panic!("gvl-sim did not start: {line:?}"),
+        }
+    }
+    panic!("gvl-sim did not start on 5 free ports: {last:?}")
 }
 
 fn spec(url: &str) -> ConcurrencyExperimentSpec {

@@ -60,4 +60,14 @@ export KUBECONFIG="$STATE/admin.kubeconfig"
 log() { printf '[cluster %s] %s\n' "$(date -u +%T)" "$*" >&2; }
 die() { log "ERROR: $*"; exit 1; }
 
+# build_lock NAME: hold an exclusive lock (until this script exits) for building NAME into the
+# cache, so a build started in the background (e2e/prebuild) and the step that needs its result
+# never build the same thing twice at once: the second waits, then finds it built.
+build_lock() {
+  local fd
+  mkdir -p "$CACHE_ROOT/locks"
+  exec {fd}>"$CACHE_ROOT/locks/$1.lock"
+  flock "$fd"
+}
+
 kubectl() { "$BIN_DIR/kubectl" --kubeconfig "$STATE/admin.kubeconfig" "$@"; }

@@ -70,6 +70,10 @@ pub struct ConcurrencyExperimentStatus {
     /// When the current stage's weight was reached (its duration counts from here).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub stage_started_at: Option<Time>,
+    /// gatewayAPI: when the operator last changed the route's weights. A variant's pods are
+    /// removed only `spec.traffic.scaleDownDelay` after it, once the Gateway has applied it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub route_changed_at: Option<Time>,
     /// The weight the current stage asks for, percent.
     #[serde(default)]
     pub planned_weight: i32,

@@ -4,6 +4,13 @@ use kube::KubeSchema;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
+use super::quantity::DURATION_PATTERN;
+
+/// `spec.traffic.scaleDownDelay`'s default. A Gateway's data plane applies a route change a
+/// moment after the HTTPRoute is written (Traefik throttles its providers by 2 s; under load
+/// it took longer here); pods removed before that answer 503s.
+pub const DEFAULT_SCALE_DOWN_DELAY: &str = "10s";
+
 #[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, JsonSchema, Default)]
 pub enum Router {
     /// Candidate pods join the target's existing Service; the split follows the replica ratio.
@@ -19,7 +26,8 @@ pub enum Router {
 #[serde(rename_all = "camelCase")]
 #[x_kube(
     validation = Rule::new("self.router != 'gatewayAPI' || has(self.httpRoute)").message("router gatewayAPI needs httpRoute").field_path(".httpRoute").reason(kube::core::Reason::FieldValueRequired),
-    validation = Rule::new("self.router == 'gatewayAPI' || !has(self.httpRoute)").message("httpRoute is only used by router gatewayAPI").field_path(".httpRoute").reason(kube::core::Reason::FieldValueForbidden)
+    validation = Rule::new("self.router == 'gatewayAPI' || !has(self.httpRoute)").message("httpRoute is only used by router gatewayAPI").field_path(".httpRoute").reason(kube::core::Reason::FieldValueForbidden),
+    validation = Rule::new("self.router == 'gatewayAPI' || !has(self.scaleDownDelay)").message("scaleDownDelay is only used by router gatewayAPI (the replicas router moves traffic by removing pods)").field_path(".scaleDownDelay").reason(kube::core::Reason::FieldValueForbidden)
 )]
 pub struct Traffic {
     /// `replicas` (default) or `gatewayAPI`.
@@ -34,4 +42,10 @@ pub struct Traffic {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(min = 1, max = 63))]
     pub service: Option<String>,
+    /// gatewayAPI only: how long a variant's pods are kept after the route stopped sending
+    /// them traffic, so the Gateway's data plane has applied the change before they go (Argo
+    /// Rollouts' `scaleDownDelaySeconds`). Default `10s`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(regex(pattern = DURATION_PATTERN))]
+    pub scale_down_delay: Option<String>,
 }

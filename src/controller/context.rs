@@ -107,6 +107,8 @@ pub struct Context {
     pub prometheus: PrometheusClients,
     /// Where stored transitions are told (sends nothing unless configured).
     pub notifier: Notifier,
+    /// Namespaces seen being deleted (asked only while an experiment is being deleted).
+    pub namespaces: super::namespaces::TerminatingNamespaces,
 }
 
 impl Context {
@@ -124,6 +126,7 @@ impl Context {
             failures: Default::default(),
             prometheus: Default::default(),
             notifier: Notifier::default(),
+            namespaces: Default::default(),
         }
     }
 

@@ -66,6 +66,12 @@ pub fn is_not_found(e: &kube::Error) -> bool {
     matches!(e, kube::Error::Api(s) if s.code == 404)
 }
 
+/// True for a 422: for the operator's own JSON patches, a failed `test` (the object changed
+/// since the copy the patch was made from).
+pub fn is_invalid(e: &kube::Error) -> bool {
+    matches!(e, kube::Error::Api(s) if s.code == 422)
+}
+
 /// True for a 409 (optimistic concurrency conflict).
 pub fn is_conflict(e: &kube::Error) -> bool {
     matches!(e, kube::Error::Api(s) if s.code == 409)

@@ -59,6 +59,9 @@ pub struct Fetched {
     pub configmaps: BTreeMap<String, BTreeMap<String, String>>,
     /// A selection's candidates and the fresh baseline, by name (from the cache).
     pub variants: VariantObjects,
+    /// The candidate's pods' usage (metrics.k8s.io), read only at 100 % with the `replicas`
+    /// router when an HPA scales the target (`plan::Autoscaler::candidate_need`).
+    pub candidate_usage: Option<Vec<workload::PodUsage>>,
 }
 
 fn optional<T>(r: std::result::Result<T, kube::Error>) -> Result<Option<T>> {
@@ -88,6 +91,12 @@ pub async fn fetch(
     let candidate_problem = match &candidate {
         Some(c) if plan::deadline_passed(&exp.spec, &status, jiff::Timestamp::now()) => {
             super::pods::not_ready_reason(client, c).await
+        }
+        _ => None,
+    };
+    let candidate_usage = match (&candidate, &autoscaler) {
+        (Some(c), Some(_)) if plan::carries_the_whole_load(&exp.spec, &status) => {
+            super::pods::usage(client, c).await
         }
         _ => None,
     };
@@ -136,6 +145,7 @@ pub async fn fetch(
         candidate_problem,
         configmaps,
         variants: variants::fetch(caches, &ns, target_name),
+        candidate_usage,
     })
 }
 

@@ -18,6 +18,7 @@ mod events;
 mod experiments;
 mod fetch;
 mod index;
+mod namespaces;
 mod observe;
 mod owner;
 mod pods;

@@ -2,6 +2,7 @@
 //! rules for abort/approve, spec errors and the effective weight are plain unit tests.
 
 use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::autoscaling::v2::HorizontalPodAutoscaler;
 use k8s_openapi::api::core::v1::{Container, Service};
 use kube::{Resource, ResourceExt};
 
@@ -233,6 +234,14 @@ pub fn variant_cpu_limit(config: &ServerConfig, baseline: Option<f64>) -> Option
     }
 }
 
+/// The HPA's rule on the candidate's pods, when their usage was fetched (100 %, `replicas`).
+fn candidate_need(hpa: &HorizontalPodAutoscaler, fetched: &Fetched) -> Option<workload::Need> {
+    let usage = fetched.candidate_usage.as_deref()?;
+    let candidate = fetched.candidate.as_ref()?;
+    let (metrics, _) = workload::resource_metrics(hpa);
+    workload::replicas_needed(&metrics, &workload::template_requests(candidate), usage)
+}
+
 /// The fingerprint of the Deployment's pod template, as `status.original.templateHash` keeps it.
 pub fn template_hash(d: &Deployment) -> String {
     let template = d
@@ -260,11 +269,13 @@ pub fn observations(
         template_hash: template_hash(d),
         promoted_hash: workload::promoted_fingerprint(d, promoted, container),
         promotion_patch: workload::promotion_patch(d, promoted, container).ok(),
+        deleting: d.metadata.deletion_timestamp.is_some(),
     });
     Observations {
         now,
         generation: exp.meta().generation.unwrap_or_default(),
-        deleting: exp.meta().deletion_timestamp.is_some(),
+        deleting_since: exp.meta().deletion_timestamp.as_ref().map(|t| t.0),
+        namespace_terminating: false,
         abort_requested: exp.spec.abort || flag(exp, ANNOTATION_ABORT),
         promotion_approved: exp.spec.approved,
         resume_requested: flag(exp, ANNOTATION_APPROVE),
@@ -289,6 +300,7 @@ pub fn observations(
                 name: h.name_any(),
                 min_replicas,
                 max_replicas,
+                candidate_need: candidate_need(h, fetched),
             }
         }),
         effective_weight: effective_weight(exp, fetched),

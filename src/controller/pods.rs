@@ -1,9 +1,10 @@
-//! Why a candidate is not ready, in one line from its pods (not scheduled, a container
-//! waiting or crashing), for the message of a missed progress deadline.
+//! The candidate's pods, read only when a decision needs them: why it is not ready, in one line
+//! (not scheduled, a container waiting or crashing) for a missed progress deadline's message;
+//! and their resource usage for the HPA's rule at 100 %.
 
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{ContainerStatus, Pod};
-use kube::api::ListParams;
+use kube::api::{ApiResource, DynamicObject, GroupVersionKind, ListParams};
 use kube::{Api, ResourceExt};
 
 use crate::workload;
@@ -23,16 +24,7 @@ pub async fn not_ready_reason(client: &kube::Client, candidate: &Deployment) -> 
         return None;
     }
     let ns = candidate.namespace()?;
-    let labels = candidate
-        .spec
-        .as_ref()
-        .and_then(|s| s.selector.match_labels.as_ref())
-        .filter(|l| !l.is_empty())?;
-    let selector = labels
-        .iter()
-        .map(|(k, v)| format!("{k}={v}"))
-        .collect::<Vec<_>>()
-        .join(",");
+    let selector = pod_selector(candidate)?;
     let pods: Api<Pod> = Api::namespaced(client.clone(), &ns);
     let params = ListParams::default()
         .labels(&selector)
@@ -44,6 +36,53 @@ pub async fn not_ready_reason(client: &kube::Client, candidate: &Deployment) -> 
             Some(format!("its pods could not be listed: {e}"))
         }
     }
+}
+
+/// The candidate's pods' CPU and memory usage from the resource metrics API (metrics.k8s.io,
+/// served by metrics-server where an HPA works), for the HPA's rule at 100 %. Best effort: an
+/// error (no metrics API, not yet scraped) is logged and nothing is followed this time.
+pub async fn usage(
+    client: &kube::Client,
+    candidate: &Deployment,
+) -> Option<Vec<workload::PodUsage>> {
+    let ns = candidate.namespace()?;
+    let selector = pod_selector(candidate)?;
+    let resource = ApiResource::from_gvk_with_plural(
+        &GroupVersionKind::gvk("metrics.k8s.io", "v1beta1", "PodMetrics"),
+        "pods",
+    );
+    let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), &ns, &resource);
+    let params = ListParams::default()
+        .labels(&selector)
+        .limit(POD_LIST_LIMIT);
+    match api.list(&params).await {
+        Ok(list) => Some(
+            list.items
+                .iter()
+                .filter_map(|m| workload::pod_usage(&m.data))
+                .collect(),
+        ),
+        Err(e) => {
+            tracing::warn!(error = %e, candidate = %candidate.name_any(), "could not read pod metrics");
+            None
+        }
+    }
+}
+
+/// `k=v,…` of the Deployment's `matchLabels`; None without any.
+fn pod_selector(d: &Deployment) -> Option<String> {
+    let labels = d
+        .spec
+        .as_ref()
+        .and_then(|s| s.selector.match_labels.as_ref())
+        .filter(|l| !l.is_empty())?;
+    Some(
+        labels
+            .iter()
+            .map(|(k, v)| format!("{k}={v}"))
+            .collect::<Vec<_>>()
+            .join(","),
+    )
 }
 
 /// One line on the first not-ready pod (by name) that says why: not scheduled, or a container

@@ -11,7 +11,7 @@ use serde_json::json;
 
 use super::act::Actor;
 use super::context::{Context, FIELD_MANAGER, FINALIZER};
-use super::error::{is_not_found, Error, Result};
+use super::error::{is_invalid, is_not_found, Error, Result};
 use super::observe;
 use super::status::{self, Written};
 use crate::api::{ConcurrencyExperiment, ConcurrencyExperimentStatus, DecisionAction, Phase};
@@ -73,7 +73,9 @@ async fn reconcile_inner(exp: &ConcurrencyExperiment, ctx: &Context) -> Result<R
             ctx.metrics.remove_experiment(&ns, &exp.name_any());
             return Ok(Requeue::await_change());
         }
-        add_finalizer(&api, exp).await?;
+        if !add_finalizer(&api, exp).await? {
+            return Ok(Requeue::requeue(Duration::from_millis(500)));
+        }
         // The patch is itself a change event; the next reconcile continues from there.
         return Ok(Requeue::await_change());
     }
@@ -97,6 +99,9 @@ async fn reconcile_inner(exp: &ConcurrencyExperiment, ctx: &Context) -> Result<R
     let fetched = super::fetch::fetch(&ctx.client, &ctx.caches, exp).await?;
     let now = jiff::Timestamp::now();
     let mut observations = observe::observations(exp, &fetched, now);
+    if deleting {
+        observations.namespace_terminating = ctx.namespaces.terminating(&ctx.client, &ns).await;
+    }
     let current = exp.status.clone().unwrap_or_default();
 
     if !deleting
@@ -162,7 +167,9 @@ async fn reconcile_inner(exp: &ConcurrencyExperiment, ctx: &Context) -> Result<R
     record_metrics(ctx, &exp.spec, &current, &step, &observations);
 
     if deleting && step.release_finalizer {
-        remove_finalizer(&api, exp).await?;
+        if !remove_finalizer(&api, exp).await? {
+            return Ok(Requeue::requeue(Duration::from_millis(500)));
+        }
         ctx.metrics.remove_experiment(&ns, &exp.name_any());
         return Ok(Requeue::await_change());
     }
@@ -237,10 +244,12 @@ fn record_metrics(
 
 /// JSON patch with a `test` of the current list, so two writers never lose each other's
 /// finalizers (a failed test is a 422 and the reconcile retries from a fresh read).
+/// `false`: the finalizers changed since this copy was read (the cache lags our own previous
+/// patch, or someone else wrote): nothing done, look again with a fresh copy.
 async fn add_finalizer(
     api: &Api<ConcurrencyExperiment>,
     exp: &ConcurrencyExperiment,
-) -> Result<()> {
+) -> Result<bool> {
     let patch = match &exp.meta().finalizers {
         None => json!([
             {"op": "test", "path": "/metadata/finalizers", "value": null},
@@ -254,13 +263,14 @@ async fn add_finalizer(
     json_patch(api, exp, patch).await
 }
 
+/// `false` as for `add_finalizer`.
 async fn remove_finalizer(
     api: &Api<ConcurrencyExperiment>,
     exp: &ConcurrencyExperiment,
-) -> Result<()> {
+) -> Result<bool> {
     let finalizers = exp.finalizers();
     let Some(index) = finalizers.iter().position(|f| f == FINALIZER) else {
-        return Ok(());
+        return Ok(true);
     };
     let patch = json!([
         {"op": "test", "path": format!("/metadata/finalizers/{index}"), "value": FINALIZER},
@@ -269,11 +279,14 @@ async fn remove_finalizer(
     json_patch(api, exp, patch).await
 }
 
+/// The finalizer patches carry a `test` of what they change, so two writers never drop each
+/// other's finalizers; a failed test is the apiserver's 422 (500 experiments created at once
+/// showed a few: a Deployment event reconciled a cached copy from before our own patch).
 async fn json_patch(
     api: &Api<ConcurrencyExperiment>,
     exp: &ConcurrencyExperiment,
     patch: serde_json::Value,
-) -> Result<()> {
+) -> Result<bool> {
     let patch = serde_json::from_value(patch).map_err(|source| Error::Serialize {
         what: "finalizer patch",
         source,
@@ -287,14 +300,15 @@ async fn json_patch(
         &Patch::Json::<()>(patch),
     )
     .await
-    .map(|_| ())
-    .or_else(|e| {
+    .map(|_| true)
+    .or_else(|e| match e {
         // Already gone: a finalizer released by an earlier reconcile let the deletion finish.
-        if is_not_found(&e) {
-            Ok(())
-        } else {
-            Err(e.into())
+        _ if is_not_found(&e) => Ok(true),
+        _ if is_invalid(&e) => {
+            tracing::info!(experiment = %key(exp), "finalizers changed meanwhile; looking again");
+            Ok(false)
         }
+        _ => Err(e.into()),
     })
 }
 

@@ -26,7 +26,7 @@ pub fn consume(cx: &mut Ctx) {
 /// removal goes last so it never delays an action that moves traffic. A deleted experiment
 /// takes its annotations with it.
 pub fn settle(cx: &mut Ctx) {
-    if !cx.status.approve_annotation_consumed || cx.obs.deleting {
+    if !cx.status.approve_annotation_consumed || cx.obs.deleting() {
         return;
     }
     if cx.obs.resume_requested {

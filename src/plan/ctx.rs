@@ -31,16 +31,22 @@ pub(crate) struct Ctx<'a> {
     pub reason: String,
     /// The spec changed since the last step (re-apply the candidate).
     pub spec_changed: bool,
+    /// A removal waits for `spec.traffic.scaleDownDelay`: look again then, even in a terminal
+    /// phase (a selection's leftover variants can outlive the decision).
+    pub removal_held: bool,
     initial_phase: Phase,
+    /// The status as stored, for a step that leaves it so.
+    stored: &'a ConcurrencyExperimentStatus,
 }
 
 impl<'a> Ctx<'a> {
     pub(super) fn new(
         spec: &'a ConcurrencyExperimentSpec,
-        status: &ConcurrencyExperimentStatus,
+        status: &'a ConcurrencyExperimentStatus,
         obs: &'a Observations,
     ) -> Self {
         let initial_phase = status.phase;
+        let stored = status;
         let mut status = status.clone();
         let spec_changed = status
             .observed_generation
@@ -55,11 +61,23 @@ impl<'a> Ctx<'a> {
             release: false,
             reason: String::new(),
             spec_changed,
+            removal_held: false,
             initial_phase,
+            stored,
         }
     }
 
     pub(super) fn finish(mut self) -> Step {
+        // Released in a terminating namespace: nothing to record (the deletion bumped the
+        // generation, and a status write per experiment only slowed the namespace's end).
+        if self.release && self.obs.namespace_terminating {
+            return Step {
+                actions: self.actions,
+                status: self.stored.clone(),
+                requeue_after: None,
+                release_finalizer: true,
+            };
+        }
         self.record_target_scale();
         let phase = self.status.phase;
         // A terminal status is left alone once written; replays must not touch it.
@@ -77,7 +95,7 @@ impl<'a> Ctx<'a> {
         Step {
             actions: self.actions,
             status: self.status,
-            requeue_after: if phase.is_terminal() {
+            requeue_after: if phase.is_terminal() && !self.removal_held {
                 None
             } else {
                 self.requeue

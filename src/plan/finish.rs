@@ -1,11 +1,16 @@
 //! The ends of an experiment: promoting, rolling back, and deletion (finalizer). Each waits for
 //! the baseline (or the promoted target) to serve at full strength before the candidate goes.
 
+use std::time::Duration;
+
 use super::ctx::Ctx;
 use super::observations::{Action, EventType};
-use super::timing::POLL;
+use super::timing::{add, until, POLL};
 use crate::api::reason::DecisionReason;
-use crate::api::{Phase, Promotion, RenderedServer};
+use crate::api::{parse_duration, Phase, Promotion, RenderedServer};
+
+/// `spec.progressDeadline`'s default, for a deletion whose spec has an unparseable one.
+const DEFAULT_PROGRESS_DEADLINE: Duration = Duration::from_secs(600);
 
 /// Promoting: write the candidate config into the target and scale it back to its original
 /// size; once it is rolled out, restore the route (gatewayAPI), then remove the candidate.
@@ -77,8 +82,8 @@ fn edited_while_promoting(cx: &mut Ctx) {
 }
 
 /// Rolling back: restore the baseline first (route, replicas) and wait until it is ready at
-/// its original size; only then remove the candidate. With the target gone there is nothing
-/// to restore, so the candidate is removed at once.
+/// its original size; only then remove the candidate. With the target gone, or being deleted
+/// itself, there is nothing to restore, so the candidate is removed at once.
 pub fn roll_back(cx: &mut Ctx) {
     cx.update_variants();
     let route_restored = !cx.spec.traffic.router.needs_restore(cx.route_traffic());
@@ -86,7 +91,8 @@ pub fn roll_back(cx: &mut Ctx) {
         cx.actions.push(Action::RestoreRoute);
     }
     let original = cx.status.original.as_ref().map(|o| o.replicas);
-    if let (Some(target), Some(original)) = (&cx.obs.target, original) {
+    let target = cx.obs.target.as_ref().filter(|t| !t.deleting);
+    if let (Some(target), Some(original)) = (target, original) {
         let t = &target.deployment;
         if t.replicas != original {
             cx.actions.push(Action::ScaleTarget { replicas: original });
@@ -122,7 +128,19 @@ pub fn roll_back(cx: &mut Ctx) {
 
 /// The experiment is being deleted: restore the baseline like a rollback, then release the
 /// finalizer. Nothing to restore (finished, or never started) releases at once.
+///
+/// A baseline that cannot get ready (its pods unschedulable, the cluster out of room) holds
+/// the deletion for `spec.progressDeadline` from the deletion timestamp, not for ever: a
+/// deletion nobody can complete — a namespace stuck in Terminating — is worse than the
+/// candidate going as asked. Then it releases anyway with a Warning `BaselineNotRestored`
+/// naming the ready count; the candidate goes with the experiment (owner reference).
 pub fn delete(cx: &mut Ctx) {
+    // The whole namespace goes: the target, its Services and the route with it. Restoring
+    // would only write statuses and Events the terminating namespace refuses.
+    if cx.obs.namespace_terminating {
+        cx.release = true;
+        return;
+    }
     let phase = cx.status.phase;
     let nothing_created =
         phase == Phase::Pending && cx.obs.candidate.is_none() && cx.status.original.is_none();
@@ -130,8 +148,48 @@ pub fn delete(cx: &mut Ctx) {
         cx.release = true;
         return;
     }
+    let said = cx.status.message.clone();
     let msg = "The experiment is being deleted; restoring the baseline.".to_string();
     cx.start_rollback(DecisionReason::Deleted, msg);
     roll_back(cx);
     cx.release = cx.status.phase == Phase::RolledBack;
+    if !cx.release {
+        give_up_waiting(cx, said);
+    }
+}
+
+/// Past `spec.progressDeadline` since the deletion was asked for: release without the
+/// baseline; before it, look again by then at the latest. `said`: the status message before
+/// this step (the Warning is sent once, not again for a release the apiserver has not seen).
+fn give_up_waiting(cx: &mut Ctx, said: Option<String>) {
+    let Some(since) = cx.obs.deleting_since else {
+        return;
+    };
+    // Unparseable (the spec is refused elsewhere): the default deadline.
+    let limit = parse_duration("spec.progressDeadline", &cx.spec.progress_deadline)
+        .unwrap_or(DEFAULT_PROGRESS_DEADLINE);
+    let Some(end) = add(since, limit) else {
+        return;
+    };
+    if cx.obs.now < end {
+        let left = until(cx.obs.now, end);
+        return cx.wait(left.min(POLL));
+    }
+    let original = cx.original();
+    let ready = cx
+        .obs
+        .target
+        .as_ref()
+        .map_or(0, |t| t.deployment.ready_replicas);
+    let msg = format!(
+        "Deleted before the baseline was restored: the target has {ready} of {original} pods \
+         ready {} after the deletion (spec.progressDeadline); the experiment is released and \
+         its candidate removed as asked.",
+        cx.spec.progress_deadline
+    );
+    if said.as_deref() != Some(msg.as_str()) {
+        cx.event(EventType::Warning, "BaselineNotRestored", msg.clone());
+    }
+    cx.status.message = Some(msg);
+    cx.release = true;
 }

@@ -1,10 +1,12 @@
 //! The entry point: `step` routes one reconcile's observations to the phase handlers (the
 //! context they share is `ctx`), and the checks that apply in every phase.
 
+use std::time::Duration;
+
 use super::ctx::Ctx;
 use super::observations::{EventType, Observations, Step};
 use super::validate::{validate, Timing};
-use super::{approval, external, finish, progress, retry, select, timing};
+use super::{approval, external, finish, progress, retry, scale_down, select, timing};
 use crate::api::reason::DecisionReason;
 use crate::api::{
     ConcurrencyExperimentSpec, ConcurrencyExperimentStatus, OriginalState, Phase, TargetScale,
@@ -23,6 +25,7 @@ pub fn step(
     let mut cx = Ctx::new(spec, status, obs);
     run(&mut cx);
     select::remove_leftovers(&mut cx);
+    cx.removal_held = scale_down::hold(&mut cx);
     approval::settle(&mut cx);
     retry::settle(&mut cx);
     remember_route(&mut cx);
@@ -70,7 +73,8 @@ fn remember_route(cx: &mut Ctx) {
 
 fn run(cx: &mut Ctx) {
     follow_target_scale(cx);
-    if cx.obs.deleting {
+    follow_load_at_full(cx);
+    if cx.obs.deleting() {
         return finish::delete(cx);
     }
     // The only way out of a terminal phase: a retried experiment goes on as Pending.
@@ -214,6 +218,56 @@ fn follow_target_scale(cx: &mut Ctx) {
         cx.spec.target_ref.name
     );
     cx.event(EventType::Normal, "TargetScaled", msg);
+}
+
+/// How often the candidate's load is looked at while it alone carries an autoscaled target's
+/// traffic: the HPA controller's own sync period.
+pub const AUTOSCALE_PERIOD: Duration = Duration::from_secs(15);
+
+/// At 100 % with the `replicas` router: the target is at 0 and the candidate carries the whole
+/// load (the shell reads the candidate's pods' usage only then).
+pub fn carries_the_whole_load(
+    spec: &ConcurrencyExperimentSpec,
+    status: &ConcurrencyExperimentStatus,
+) -> bool {
+    matches!(status.phase, Phase::Progressing | Phase::Paused)
+        && !spec.traffic.router.uses_route()
+        && status.stage_index.is_some_and(|i| {
+            spec.stages
+                .get(i.max(0) as usize)
+                .is_none_or(|s| s.weight >= 100)
+        })
+}
+
+/// At 100 % with the `replicas` router the target is at 0 replicas, where its HPA does not act,
+/// and the candidate carries the whole load. So the HPA's rule is applied here, to the
+/// candidate's pods (`Autoscaler::candidate_need`): a rise in load raises `original.replicas`
+/// (at most the HPA's `maxReplicas`), the size the candidate gets at 100 % and a promotion or
+/// rollback restores. Only rises: a fall waits for the HPA, back in charge once the target is
+/// above 0 again — the experiment never takes capacity away.
+fn follow_load_at_full(cx: &mut Ctx) {
+    let Some(hpa) = cx.obs.autoscaler.clone() else {
+        return;
+    };
+    if !carries_the_whole_load(cx.spec, &cx.status) {
+        return;
+    }
+    cx.wait(AUTOSCALE_PERIOD);
+    let (Some(need), Some(original)) = (hpa.candidate_need, cx.status.original.as_mut()) else {
+        return;
+    };
+    let to = need.replicas.min(hpa.max_replicas);
+    if to <= original.replicas {
+        return;
+    }
+    let from = std::mem::replace(&mut original.replicas, to);
+    let msg = format!(
+        "At 100 % Deployment {} is at 0 replicas, where HorizontalPodAutoscaler {} does not act; \
+         by its rule ({}) the candidate needs {} pods: scaling it from {from} to {to} (at most \
+         maxReplicas {}), the size a promotion or rollback gives the target.",
+        cx.spec.target_ref.name, hpa.name, need.because, need.replicas, hpa.max_replicas
+    );
+    cx.event(EventType::Normal, "CandidateAutoscaled", msg);
 }
 
 /// Objects by the names this experiment writes exist and are not its own (`not_ours`): it

@@ -14,8 +14,13 @@ pub struct Observations {
     pub now: Timestamp,
     /// `metadata.generation` of the experiment.
     pub generation: i64,
-    /// The experiment has a deletion timestamp: restore the baseline, then let it go.
-    pub deleting: bool,
+    /// The experiment's deletion timestamp: restore the baseline, then let it go. A baseline
+    /// that cannot be restored holds the deletion for `spec.progressDeadline` from it, not for
+    /// ever (`finish::delete`).
+    pub deleting_since: Option<Timestamp>,
+    /// The experiment's namespace is being deleted (asked only while the experiment is): the
+    /// namespace controller deletes the target and the route with it, nothing is restored.
+    pub namespace_terminating: bool,
     /// `spec.abort` or the `concurrency.dev/abort` annotation.
     pub abort_requested: bool,
     /// `spec.approved`: declarative approval of a `manual` promotion only.
@@ -69,6 +74,13 @@ pub struct Observations {
     /// Set with an analysis against a fresh baseline: each check on the long-running target
     /// and on the fresh baseline (`status.freshBaseline.measured`).
     pub baselines: Option<BaselinesMeasured>,
+}
+
+impl Observations {
+    /// The experiment is being deleted.
+    pub fn deleting(&self) -> bool {
+        self.deleting_since.is_some()
+    }
 }
 
 /// What the shell observed of a selection in one reconcile.
@@ -138,6 +150,9 @@ pub struct TargetState {
     pub promoted_hash: Option<String>,
     /// `workload::promotion_patch`: what to commit so the target runs the candidate config.
     pub promotion_patch: Option<PromotionPatch>,
+    /// The target has a deletion timestamp (its namespace is going, or a person deleted it):
+    /// there is no baseline to restore any more.
+    pub deleting: bool,
 }
 
 /// A HorizontalPodAutoscaler whose `scaleTargetRef` is the target.
@@ -148,6 +163,10 @@ pub struct Autoscaler {
     pub min_replicas: i32,
     /// `spec.maxReplicas`.
     pub max_replicas: i32,
+    /// What the HPA's own rule asks of the candidate's pods (their usage from the resource
+    /// metrics API against the HPA's CPU and memory targets). Measured only at 100 % with the
+    /// `replicas` router, where the target is at 0 and its HPA does not act.
+    pub candidate_need: Option<crate::workload::Need>,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -23,7 +23,7 @@ fn requested(cx: &Ctx) -> bool {
 
 /// Before the phase handlers: a retried experiment continues as `Pending` in this step.
 pub fn handle(cx: &mut Ctx) {
-    if !requested(cx) || cx.obs.deleting {
+    if !requested(cx) || cx.obs.deleting() {
         return;
     }
     let target = cx.spec.target_ref.name.clone();
@@ -86,7 +86,7 @@ fn retry(cx: &mut Ctx) {
 /// After the phase handlers: keep asking for the removal until it shows, then forget. Last,
 /// so it never delays an action that moves traffic.
 pub fn settle(cx: &mut Ctx) {
-    if !cx.status.retry_annotation_consumed || cx.obs.deleting {
+    if !cx.status.retry_annotation_consumed || cx.obs.deleting() {
         return;
     }
     if cx.obs.retry_requested {

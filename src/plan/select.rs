@@ -381,7 +381,7 @@ pub(super) fn remove_leftovers(cx: &mut Ctx) {
         return;
     };
     let router = cx.spec.traffic.router;
-    let finishing = cx.obs.deleting || !matches!(phase, Phase::Progressing | Phase::Paused);
+    let finishing = cx.obs.deleting() || !matches!(phase, Phase::Progressing | Phase::Paused);
     let fresh = &obs.fresh_baseline;
     let mut actions = Vec::new();
     let live: Vec<usize> = (0..obs.candidates.len())

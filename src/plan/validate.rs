@@ -62,6 +62,9 @@ pub fn validate(
     if progress_deadline.is_zero() {
         return Err("spec.progressDeadline: must be longer than 0s".into());
     }
+    if let Some(d) = &spec.traffic.scale_down_delay {
+        parse_duration("spec.traffic.scaleDownDelay", d).map_err(err)?;
+    }
     for (i, c) in spec.analysis.checks.iter().enumerate() {
         let field = |f: &str| format!("spec.analysis.checks[{i}].{f}");
         if let Some(min) = &c.min {

@@ -221,6 +221,21 @@ pub fn route_shares(route: &Value, services: &[&str]) -> Vec<i32> {
     shares
 }
 
+/// The backends of a split that would start receiving traffic: weight above 0 here, none in
+/// the route as it stands (not named, or only at weight 0). Before the route names them, their
+/// Services must have ready endpoints: a Gateway answers 500 for a backendRef it cannot
+/// resolve (Gateway API), and a Service created a moment ago has no EndpointSlice yet.
+pub fn newly_weighted(route: &Value, backends: &[(&str, i32)]) -> Vec<String> {
+    let names: Vec<&str> = backends.iter().map(|(n, _)| *n).collect();
+    let now = route_shares(route, &names);
+    backends
+        .iter()
+        .zip(now)
+        .filter(|((_, w), share)| *w > 0 && *share == 0)
+        .map(|((n, _), _)| n.to_string())
+        .collect()
+}
+
 /// The core Services (in the route's namespace) the route sends traffic to, in order.
 pub fn route_services(route: &Value) -> Vec<String> {
     let namespace = route.pointer("/metadata/namespace").and_then(Value::as_str);

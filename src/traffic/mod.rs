@@ -10,8 +10,8 @@ mod services;
 mod split;
 
 pub use gateway::{
-    restore_route_patch, route_backend_refs, route_services, route_shares, route_weight,
-    split_route_patch, HTTPROUTE_API_VERSION,
+    newly_weighted, restore_route_patch, route_backend_refs, route_services, route_shares,
+    route_weight, split_route_patch, HTTPROUTE_API_VERSION,
 };
 pub use router::Router;
 pub use selection::{SelectionSplit, SplitTooCoarse};

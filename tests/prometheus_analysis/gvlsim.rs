@@ -36,8 +36,9 @@ pub fn gvl_sim_binary() -> PathBuf {
 }
 
 /// Starts `gvl-sim serve` on a free loopback port with `env` (on top of `PORT=0`) and returns
-/// it with its address.
-pub fn start_server(env: &[(&str, String)]) -> (Proc, SocketAddr) {
+/// it with its address; a server that could not start is its first line of stderr (a port
+/// picked free by the caller can be taken by another process before gvl-sim binds it).
+pub fn try_start_server(env: &[(&str, String)]) -> Result<(Proc, SocketAddr), String> {
     let mut child = Command::new(gvl_sim_binary())
         .args(["serve", "--bind", "127.0.0.1"])
         .envs(env.iter().map(|(k, v)| (k, v)))
@@ -49,17 +50,21 @@ pub fn start_server(env: &[(&str, String)]) -> (Proc, SocketAddr) {
     let mut stderr = BufReader::new(child.stderr.take().unwrap());
     let mut line = String::new();
     stderr.read_line(&mut line).unwrap();
-    let addr = line
+    let Some(addr) = line
         .split("listening on ")
         .nth(1)
         .and_then(|rest| rest.split_whitespace().next())
         .and_then(|a| a.parse().ok())
-        .unwrap_or_else(|| panic!("gvl-sim did not report its address: {line:?}"));
+    else {
+        let _ = child.kill();
+        let _ = child.wait();
+        return Err(line);
+    };
     // Keep draining so a chatty server never blocks on a full pipe.
     std::thread::spawn(move || {
         let _ = std::io::copy(&mut stderr, &mut std::io::sink());
     });
-    (Proc(child), addr)
+    Ok((Proc(child), addr))
 }
 
 /// Open-model load at `rate` req/s for `secs` over `connections` connections.

@@ -33,6 +33,11 @@ app.kubernetes.io/instance: {{ .Release.Name }}
   {{- else }}
   verbs: ["get", "list", "watch", "patch", "update"]
   {{- end }}
+# get on the experiment's own namespace (a Role grants it for its namespace): a deleted
+# experiment in a terminating namespace lets go at once, there is nothing left to restore.
+- apiGroups: [""]
+  resources: ["namespaces"]
+  verbs: ["get"]
 - apiGroups: ["concurrency.dev"]
   resources: ["concurrencyexperiments/status"]
   verbs: ["get", "patch", "update"]
@@ -63,6 +68,16 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 - apiGroups: ["gateway.networking.k8s.io"]
   resources: ["httproutes"]
   verbs: ["get", "list", "watch", "patch", "update"]
+# gatewayAPI: a variant Service joins the route only once its EndpointSlices have a ready
+# endpoint (a Gateway answers 500 for a backendRef it cannot resolve yet).
+- apiGroups: ["discovery.k8s.io"]
+  resources: ["endpointslices"]
+  verbs: ["list"]
+# Only at 100 % with the replicas router and an HPA on the target: the candidate's pods' usage,
+# to apply the HPA's rule to them while the target is at 0 (where its HPA does not act).
+- apiGroups: ["metrics.k8s.io"]
+  resources: ["pods"]
+  verbs: ["list"]
 - apiGroups: ["events.k8s.io"]
   resources: ["events"]
   verbs: ["create", "patch"]

@@ -67,8 +67,9 @@ impl Exp {
         self.on_inconclusive = action.into();
         self
     }
+    /// Merged into what is there (`selecting` sets `candidates` and `selection`).
     pub fn extra(mut self, spec: Value) -> Self {
-        self.extra = spec;
+        merge(&mut self.extra, &spec);
         self
     }
 

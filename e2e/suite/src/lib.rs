@@ -7,11 +7,13 @@
 
 mod cluster;
 mod experiment;
+mod gateway;
 mod kubectl;
 mod load;
 mod operator;
 mod progress;
 mod prom;
+mod receiver;
 mod target;
 
 use std::future::Future;
@@ -24,17 +26,19 @@ use kube::{Api, Client};
 
 pub use cluster::{rolled_out, Ev};
 pub use experiment::{from_spec, latency_check, tolerant_check, Exp};
+pub use gateway::{route_weights, Routed};
 pub use load::{LoadResult, RATE};
 pub use progress::Progress;
 pub use prom::split_within;
 // The operator's own types: the only paths into its crate (besides the Prometheus client in
 // prom.rs), so a module rename there is a change here of these lines.
 pub use concurrency_operator::api::{
-    ConcurrencyExperiment, ConcurrencyExperimentStatus, Phase, SelectionStatus,
+    CheckResult, ConcurrencyExperiment, ConcurrencyExperimentStatus, Phase, SelectionStatus,
 };
 pub use kubectl::kc;
 pub use operator::{operator_name, operator_ns};
-pub use target::{app_image, Target};
+pub use receiver::Received;
+pub use target::{app_image, reference_app_image, Target};
 
 /// `anyhow::Result`, the scenarios' result.
 pub type Result<T = ()> = anyhow::Result<T>;
@@ -112,7 +116,10 @@ pub async fn run(name: &str, scenario: impl AsyncFnOnce(&Scenario) -> Result) {
     s.stop_load().await;
     let took = t0.elapsed().as_secs();
     match result {
-        Ok(()) => log!(s, "PASS ({took} s)"),
+        Ok(()) => {
+            log!(s, "PASS ({took} s)");
+            s.remove_namespace().await;
+        }
         Err(e) => {
             log!(s, "FAIL ({took} s): {e:#}");
             s.report().await;
@@ -373,4 +380,18 @@ pub fn decision_of(e: &ConcurrencyExperiment) -> String {
         Some(d) => format!("{}/{}", name_of(&d.action), name_of(&d.reason)),
         None => "-/-".into(),
     }
+}
+
+/// The check that decided a rollback: the first failed check of the last failed analysis, not
+/// the first failed check of any (an earlier analysis can hold a check that failed on the
+/// candidate alone while the baseline had too few samples, and was Inconclusive for that).
+pub fn deciding_check(e: &ConcurrencyExperiment) -> Option<CheckResult> {
+    status(e)
+        .analyses
+        .iter()
+        .rev()
+        .filter(|a| name_of(&a.verdict) == "Fail")
+        .flat_map(|a| a.checks.iter())
+        .find(|c| name_of(&c.verdict) == "Fail")
+        .cloned()
 }

@@ -20,13 +20,7 @@ const CONTROL_PORT: u16 = 9000;
 impl Scenario {
     /// Load on the target's Service for `secs` (at most 600, gvl-sim's bound) at `rate`.
     pub async fn start_load(&self, secs: u32, rate: u32) -> Result {
-        let svc = Api::<Service>::namespaced(self.client.clone(), &self.ns)
-            .get("storefront")
-            .await?;
-        let ip = svc
-            .spec
-            .and_then(|s| s.cluster_ip)
-            .ok_or_else(|| anyhow!("Service storefront has no ClusterIP"))?;
+        let ip = self.service_ip().await?;
         self.start_load_to(secs, rate, &format!("http://{ip}"), "/")
             .await
     }
@@ -36,6 +30,37 @@ impl Scenario {
     /// E2E_CONNECTION_AGE (as clients behind a load balancer do), or pods added later, the
     /// candidate's, would only see the connections broken by pods going away.
     pub async fn start_load_to(&self, secs: u32, rate: u32, base: &str, path: &str) -> Result {
+        let age = env_or("E2E_CONNECTION_AGE", "5s");
+        self.start_load_aged(secs, rate, base, path, &age).await
+    }
+
+    /// Load on the target's Service whose connections live `age` (e.g. `30s`): a load
+    /// balancer's keep-alive pool, where most requests reach the app on a connection it has
+    /// already accepted (Puma counts those in its backlog; it does not accept new ones while
+    /// every thread is busy, so those wait in the kernel's accept queue, unseen).
+    pub async fn start_kept_load(&self, secs: u32, rate: u32, age: &str) -> Result {
+        let ip = self.service_ip().await?;
+        self.start_load_aged(secs, rate, &format!("http://{ip}"), "/", age)
+            .await
+    }
+
+    async fn service_ip(&self) -> Result<String> {
+        let svc = Api::<Service>::namespaced(self.client.clone(), &self.ns)
+            .get("storefront")
+            .await?;
+        svc.spec
+            .and_then(|s| s.cluster_ip)
+            .ok_or_else(|| anyhow!("Service storefront has no ClusterIP"))
+    }
+
+    async fn start_load_aged(
+        &self,
+        secs: u32,
+        rate: u32,
+        base: &str,
+        path: &str,
+        age: &str,
+    ) -> Result {
         let host = base.split("://").nth(1).unwrap_or(base);
         let ip = host.split([':', '/']).next().unwrap_or(host);
         anyhow::ensure!(secs <= 600, "load for {secs} s: at most 600");
@@ -52,7 +77,7 @@ impl Scenario {
                     "args": ["load", "--url", format!("{base}{path}"), "--rate", rate.to_string(),
                              "--duration", format!("{secs}s"), "--connections", "64",
                              "--timeout", "5s", "--allow-cidr", format!("{ip}/32"), "--json",
-                             "--max-connection-age", env_or("E2E_CONNECTION_AGE", "5s"),
+                             "--max-connection-age", age,
                              "--control-port", CONTROL_PORT.to_string()],
                     "resources": {"requests": {"cpu": "10m", "memory": "16Mi"}, "limits": {"memory": "128Mi"}},
                 }],

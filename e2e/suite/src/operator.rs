@@ -57,7 +57,8 @@ impl Scenario {
             .lines()
             .filter(|l| {
                 let l = l.to_lowercase();
-                (l.contains("forbidden") || l.contains("403"))
+                // Not a bare "403": timestamps carry it (01:58:54.403455Z).
+                (l.contains("forbidden") || l.contains("code: 403"))
                     && !l.contains("namespaceterminating")
             })
             .collect();

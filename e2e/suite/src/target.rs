@@ -1,5 +1,5 @@
-//! The target workload: Deployment `storefront` (gvl-sim as Puma 2×6, scraped by Prometheus)
-//! behind Service `storefront`.
+//! The target workload: Deployment `storefront` (gvl-sim as Puma 2×6, or the Ruby reference
+//! app on real Puma, scraped by Prometheus) behind Service `storefront`.
 
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::Service;
@@ -32,6 +32,10 @@ pub struct Target {
     pub drain_s: Option<u32>,
     /// More environment for the container (e.g. gvl-sim's simulated memory).
     pub env: Vec<(&'static str, String)>,
+    /// The container image; gvl-sim's (`app_image`) without.
+    pub image: Option<String>,
+    /// The port Prometheus scrapes (`prometheus.io/port`); the app port 3000 without.
+    pub metrics_port: Option<u16>,
 }
 
 impl Default for Target {
@@ -44,6 +48,37 @@ impl Default for Target {
             replicas: REPLICAS,
             drain_s: None,
             env: Vec::new(),
+            image: None,
+            metrics_port: None,
+        }
+    }
+}
+
+/// The Ruby reference app's image (server-images/ruby on Debian's Ruby 3.1 and Puma 5.6),
+/// loaded by e2e/images when a `ruby_` scenario runs.
+pub fn reference_app_image() -> String {
+    env_or("E2E_REFERENCE_APP_IMAGE", "reference-app:e2e")
+}
+
+impl Target {
+    /// The Ruby reference app as Puma 2×6 exporting yabeda's series names (what
+    /// `analysis.metrics.preset: yabeda` reads), scraped on its own metrics port — which
+    /// answers while every Puma thread is busy — and with no local delay server (the waits
+    /// are sleeps).
+    pub fn reference_app() -> Self {
+        Target {
+            image: Some(reference_app_image()),
+            metrics_port: Some(9394),
+            memory_limit: "384Mi".into(),
+            // Puma finishes in-flight requests at SIGTERM; the preStop covers the endpoint's
+            // removal from kube-proxy and the load's connection age.
+            drain_s: Some(8),
+            env: vec![
+                ("METRICS_NAMES", "yabeda".into()),
+                ("METRICS_PORT", "9394".into()),
+                ("DELAY_URL", "http://127.0.0.1:9/delay".into()),
+            ],
+            ..Target::default()
         }
     }
 }
@@ -53,7 +88,7 @@ impl Scenario {
     pub async fn deploy_target(&self, t: &Target) -> Result {
         let mut container = json!({
             "name": "web",
-            "image": app_image(),
+            "image": t.image.clone().unwrap_or_else(app_image),
             "imagePullPolicy": "Never",
             "ports": [{"name": "http", "containerPort": 3000}],
             "env": [
@@ -91,7 +126,7 @@ impl Scenario {
                         "labels": {"app": "storefront"},
                         "annotations": {
                             "prometheus.io/scrape": "true",
-                            "prometheus.io/port": "3000",
+                            "prometheus.io/port": t.metrics_port.unwrap_or(3000).to_string(),
                             "prometheus.io/path": "/metrics",
                         },
                     },

@@ -11,5 +11,6 @@ pub mod memory;
 pub mod metrics;
 pub mod puma;
 pub mod queue_time;
+pub mod receive;
 pub mod server;
 pub mod work;

@@ -33,6 +33,12 @@ enum Cmd {
     },
     /// Send load to a loopback (or --allow-cidr) target.
     Load(LoadArgs),
+    /// A webhook receiver for tests: keeps every POST, lists them at `GET /received`.
+    /// FAIL_FIRST=N answers the first N posts to each path with 503.
+    Receive {
+        #[arg(long, default_value = "0.0.0.0:8080")]
+        listen: std::net::SocketAddr,
+    },
 }
 
 /// Puma's command-line flags win over its environment; the e2e suite runs targets that set
@@ -93,15 +99,9 @@ fn serve(bind: IpAddr, flags: Flags) -> ExitCode {
         }
     };
     eprintln!("gvl-sim: listening on {} with {summary}", running.addr);
-    let rt = match tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-    {
+    let rt = match runtime() {
         Ok(rt) => rt,
-        Err(e) => {
-            eprintln!("gvl-sim: runtime: {e}");
-            return ExitCode::from(1);
-        }
+        Err(code) => return code,
     };
     rt.block_on(async {
         let term = async {
@@ -122,15 +122,9 @@ fn serve(bind: IpAddr, flags: Flags) -> ExitCode {
 }
 
 fn load(args: LoadArgs) -> ExitCode {
-    let rt = match tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-    {
+    let rt = match runtime() {
         Ok(rt) => rt,
-        Err(e) => {
-            eprintln!("gvl-sim: runtime: {e}");
-            return ExitCode::from(1);
-        }
+        Err(code) => return code,
     };
     match rt.block_on(gvl_sim::load::run(&args)) {
         Ok(summary) => {
@@ -151,6 +145,39 @@ fn load(args: LoadArgs) -> ExitCode {
     }
 }
 
+fn receive(listen: std::net::SocketAddr) -> ExitCode {
+    let fail_first = match std::env::var("FAIL_FIRST").ok().map(|v| v.parse::<usize>()) {
+        None => 0,
+        Some(Ok(n)) => n,
+        Some(Err(e)) => {
+            eprintln!("gvl-sim receive: FAIL_FIRST: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let rt = match runtime() {
+        Ok(rt) => rt,
+        Err(code) => return code,
+    };
+    match rt.block_on(gvl_sim::receive::run(listen, fail_first)) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("gvl-sim receive: {e}");
+            ExitCode::from(1)
+        }
+    }
+}
+
+/// The single-threaded runtime each subcommand runs on.
+fn runtime() -> Result<tokio::runtime::Runtime, ExitCode> {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| {
+            eprintln!("gvl-sim: runtime: {e}");
+            ExitCode::from(1)
+        })
+}
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.cmd {
@@ -161,5 +188,6 @@ fn main() -> ExitCode {
             threads,
         }) => serve(bind, Flags { workers, threads }),
         Some(Cmd::Load(args)) => load(args),
+        Some(Cmd::Receive { listen }) => receive(listen),
     }
 }

@@ -16,6 +16,8 @@ module Reference
     # Queue time is ~0 while threads are free, so the low end is finer (as gvl-sim's).
     QUEUE_BUCKETS = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.25, 0.5, 0.75, 1, 1.5,
                      2.5, 5, 7.5, 10].freeze
+    # yabeda-rack-queue's buckets (`rack_queue_duration_seconds`), for METRICS_NAMES=yabeda.
+    RACK_QUEUE_BUCKETS = [0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60].freeze
     # Upper bound on how stale another worker's numbers can be on /metrics.
     FLUSH_INTERVAL = 0.2
 
@@ -23,8 +25,16 @@ module Reference
 
     # aggregator: true for a process that serves no requests and only sums the workers'
     # files (bin/serve's METRICS_PORT listener); it needs dir.
-    def initialize(dir:, server:, gvl_source:, aggregator: false)
+    # names: "reference" (this app's own names) or "yabeda" (yabeda-rails, yabeda-rack-queue and
+    # yabeda-puma-plugin's exact series: the queue histogram is rack_queue_duration_seconds
+    # with that gem's buckets, the Puma gauges are labelled by worker index and include
+    # puma_busy_threads) — what the operator's `preset: yabeda` reads.
+    def initialize(dir:, server:, gvl_source:, aggregator: false, names: "reference")
       raise ArgumentError, "an aggregator needs a metrics directory" if aggregator && dir.nil?
+      raise ArgumentError, "unknown metric names #{names.inspect}" unless %w[reference yabeda].include?(names)
+
+      @yabeda = names == "yabeda"
+      @queue_bounds = @yabeda ? RACK_QUEUE_BUCKETS : QUEUE_BUCKETS
 
       @dir = dir
       @server = server
@@ -59,7 +69,7 @@ module Reference
       @mutex.synchronize do
         reset_for_this_process if @pid != Process.pid
         s = @state
-        i = QUEUE_BUCKETS.index { |le| seconds <= le } || QUEUE_BUCKETS.size
+        i = @queue_bounds.index { |le| seconds <= le } || @queue_bounds.size
         s[:queue_buckets][i] += 1
         s[:queue_sum] += seconds
         s[:queue_count] += 1
@@ -74,9 +84,15 @@ module Reference
       lines = []
       histogram(lines, "rails_request_duration_seconds", BUCKETS, total[:buckets], total[:sum], total[:count],
                 "Time spent in the Rack app per request (excludes time queued in the server).")
-      histogram(lines, "rails_request_queue_time_seconds", QUEUE_BUCKETS, total[:queue_buckets],
-                total[:queue_sum], total[:queue_count],
-                "Time from the load balancer's X-Request-Start to the app picking the request up.")
+      if @yabeda
+        histogram(lines, "rack_queue_duration_seconds", @queue_bounds, total[:queue_buckets],
+                  total[:queue_sum], total[:queue_count],
+                  "Time a request waited in the upstream queue before reaching the application")
+      else
+        histogram(lines, "rails_request_queue_time_seconds", @queue_bounds, total[:queue_buckets],
+                  total[:queue_sum], total[:queue_count],
+                  "Time from the load balancer's X-Request-Start to the app picking the request up.")
+      end
       lines << "# HELP rails_requests_total Requests answered by the Rack app, by HTTP status."
       lines << "# TYPE rails_requests_total counter"
       total[:status].sort.each { |code, n| lines << %(rails_requests_total{status="#{code}"} #{n}) }
@@ -133,9 +149,9 @@ module Reference
     end
 
     def empty_state(pid)
-      { pid: pid, buckets: Array.new(BUCKETS.size + 1, 0), sum: 0.0, count: 0, status: {},
+      { pid: pid, index: Integer(ENV.fetch("PUMA_WORKER_INDEX", "0"), exception: false) || 0, buckets: Array.new(BUCKETS.size + 1, 0), sum: 0.0, count: 0, status: {},
         running: 0.0, io: 0.0, gvl: 0.0, pool: 0.0, runqueue: 0.0, puma: nil,
-        queue_buckets: Array.new(QUEUE_BUCKETS.size + 1, 0), queue_sum: 0.0, queue_count: 0 }
+        queue_buckets: Array.new(@queue_bounds.size + 1, 0), queue_sum: 0.0, queue_count: 0 }
     end
 
     # Writes the last requests of a worker that then goes idle.
@@ -165,7 +181,7 @@ module Reference
     def sample_server_locked
       return false unless @server_ref
 
-      sample = @server_ref.stats.slice(:backlog, :running, :pool_capacity, :max_threads)
+      sample = @server_ref.stats.slice(:backlog, :running, :pool_capacity, :max_threads, :busy_threads)
       changed = sample != @state[:puma]
       @state[:puma] = sample
       changed
@@ -200,20 +216,35 @@ module Reference
       acc
     end
 
-    # Gauges are per worker (label worker=pid) and only for workers that are still alive;
-    # a dead worker's counters still count, its thread pool does not.
+    # Gauges are per worker (label worker=pid; index=N, the worker's index, in yabeda's
+    # names) and only for workers that are still alive; a dead worker's counters still count,
+    # its thread pool does not.
     def puma_gauges(lines, states)
       live = states.select { |st| st[:puma] && alive?(st[:pid]) }
       return if live.empty?
 
-      { backlog: "Requests waiting for a Puma thread in this worker.",
-        running: "Puma threads spawned in this worker.",
-        pool_capacity: "Requests this worker could take right now.",
-        max_threads: "Puma's maximum threads in this worker." }.each do |key, help|
+      gauges = { backlog: "Requests waiting for a Puma thread in this worker.",
+                 running: "Puma threads spawned in this worker.",
+                 pool_capacity: "Requests this worker could take right now.",
+                 max_threads: "Puma's maximum threads in this worker." }
+      # Puma 6's busy_threads (spawned − waiting + backlog); Puma 5 has no such stat, and
+      # spawned − waiting is max_threads − pool_capacity.
+      gauges[:busy_threads] = "Number of busy worker threads" if @yabeda
+      gauges.each do |key, help|
         lines << "# HELP puma_#{key} #{help}"
         lines << "# TYPE puma_#{key} gauge"
-        live.each { |st| lines << %(puma_#{key}{worker="#{st[:pid]}"} #{st[:puma][key].to_i}) }
+        live.each do |st|
+          label = @yabeda ? %(index="#{st[:index]}") : %(worker="#{st[:pid]}")
+          lines << %(puma_#{key}{#{label}} #{gauge_value(st[:puma], key)})
+        end
       end
+    end
+
+    def gauge_value(puma, key)
+      return puma[key].to_i unless key == :busy_threads
+      return puma[:busy_threads].to_i if puma.key?(:busy_threads)
+
+      puma[:max_threads].to_i - puma[:pool_capacity].to_i + puma[:backlog].to_i
     end
 
     def alive?(pid)

@@ -146,7 +146,7 @@ module Reference
     end
   end
 
-  # Times every request except /metrics and records it.
+  # Times every request except /metrics and /healthz (the readiness probe) and records it.
   class Instrument
     def initialize(app, metrics, timing_mode, fibers:)
       @app = app
@@ -160,6 +160,7 @@ module Reference
         body = @metrics.render
         return [200, { "content-type" => "text/plain; version=0.0.4", "content-length" => body.bytesize.to_s }, [body]]
       end
+      return [200, { "content-type" => "text/plain", "content-length" => "3" }, ["ok\n"]] if env["PATH_INFO"] == "/healthz"
 
       @metrics.attach_server(Puma::Server.current) if defined?(Puma::Server) && Puma::Server.respond_to?(:current)
       # The app picks the request up now: a Puma thread took it / Falcon started its fiber.
@@ -180,7 +181,8 @@ module Reference
   # Builds the instrumented app for the server named by settings.server.
   def self.build(settings, db_limiter: nil)
     source = GvlSource.label_for(settings.server)
-    metrics = Metrics.new(dir: settings.metrics_dir, server: settings.server, gvl_source: source)
+    metrics = Metrics.new(dir: settings.metrics_dir, server: settings.server, gvl_source: source,
+                          names: settings.metrics_names)
     Instrument.new(App.new(settings, db_limiter: db_limiter), metrics, source == "gvltools" ? :measured : :estimate,
                    fibers: settings.server == "falcon")
   end

@@ -7,11 +7,13 @@ module Reference
 
   SERVERS = %w[puma falcon].freeze
   IO_MODES = %w[sleep http].freeze
+  # Which exporter's series names /metrics uses (the operator's `analysis.metrics.preset`).
+  METRICS_NAMES = %w[reference yabeda].freeze
 
   Settings = Struct.new(
     :server, :workers, :max_threads, :min_threads, :port,
     :cpu_ms, :io_ms, :io_calls, :db_ms, :db_calls, :db_concurrency,
-    :io_mode, :delay_url, :metrics_dir, :metrics_port,
+    :io_mode, :delay_url, :metrics_dir, :metrics_port, :metrics_names,
     keyword_init: true
   )
 
@@ -42,6 +44,11 @@ module Reference
       raise ConfigError, "METRICS_PORT must be at most 65535, got #{metrics_port}" if metrics_port && metrics_port > 65_535
       raise ConfigError, "METRICS_PORT must differ from PORT (#{port})" if metrics_port == port
 
+      metrics_names = env.fetch("METRICS_NAMES", "reference")
+      unless METRICS_NAMES.include?(metrics_names)
+        raise ConfigError, "METRICS_NAMES must be one of #{METRICS_NAMES.join(', ')}, got #{metrics_names.inspect}"
+      end
+
       Settings.new(
         server: server,
         workers: positive_int(env, "WEB_CONCURRENCY", 1),
@@ -57,7 +64,8 @@ module Reference
         io_mode: io_mode,
         delay_url: blank_to_nil(env["DELAY_URL"]),
         metrics_dir: blank_to_nil(env["METRICS_DIR"]),
-        metrics_port: metrics_port
+        metrics_port: metrics_port,
+        metrics_names: metrics_names
       )
     end
 

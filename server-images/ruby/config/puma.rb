@@ -19,3 +19,6 @@ if settings.workers > 1 && settings.metrics_dir.nil?
 elsif settings.workers > 1
   Dir.glob(File.join(settings.metrics_dir, "worker-*.metrics*")).each { |f| File.delete(f) }
 end
+
+# yabeda-puma-plugin labels its gauges with the worker's index (0 in single mode).
+on_worker_boot { |index| ENV["PUMA_WORKER_INDEX"] = index.to_s } if settings.workers > 1

@@ -109,6 +109,30 @@ class MetricsTest < Minitest::Test
     assert_nil Reference::RequestStart.queue_time("garbage", 1_700_000_000.5)
   end
 
+  # METRICS_NAMES=yabeda: the series the operator's `preset: yabeda` reads — yabeda-rack-queue's
+  # histogram with its buckets, yabeda-puma-plugin's gauges by worker index with busy_threads.
+  def test_yabeda_names
+    metrics = Reference::Metrics.new(dir: nil, server: "puma", gvl_source: "estimate", names: "yabeda")
+    metrics.attach_server(FakePuma.new({ backlog: 3, running: 4, pool_capacity: 0, max_threads: 4 }))
+    metrics.record(200, FakeTiming.new(0.1, 0.01, 0.05, 0.0, 0.0, 0.0))
+    metrics.record_queue_time(0.003)
+    text = metrics.render
+    m = parse(text)
+    assert_includes text, "# TYPE rack_queue_duration_seconds histogram\n"
+    refute_includes text, "rails_request_queue_time_seconds"
+    assert_equal 0, m['rack_queue_duration_seconds_bucket{le="0.001"}']
+    assert_equal 1, m['rack_queue_duration_seconds_bucket{le="0.005"}']
+    assert_equal 1, m['rack_queue_duration_seconds_bucket{le="60"}']
+    assert_equal 1, m['rails_requests_total{status="200"}']
+    assert_equal 3, m['puma_backlog{index="0"}']
+    assert_equal 4, m['puma_max_threads{index="0"}']
+    assert_equal 0, m['puma_pool_capacity{index="0"}']
+    # Puma 5 has no busy_threads stat: max − pool capacity + backlog, as Puma 6 counts it.
+    assert_equal 7, m['puma_busy_threads{index="0"}']
+    refute_includes text, "worker="
+    assert_raises(ArgumentError) { Reference::Metrics.new(dir: nil, server: "puma", gvl_source: "estimate", names: "statsd") }
+  end
+
   def test_single_process_without_a_directory_keeps_counters_in_memory
     metrics = Reference::Metrics.new(dir: nil, server: "falcon", gvl_source: "estimate")
     metrics.record(404, FakeTiming.new(0.001, 0.001, 0.0, 0.0, 0.0, 0.0))

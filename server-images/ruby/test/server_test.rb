@@ -26,7 +26,8 @@ class ServerTest < Minitest::Test
       { "RAILS_MAX_THREADS" => "0" } => "RAILS_MAX_THREADS",
       { "WEB_CONCURRENCY" => "two" } => "WEB_CONCURRENCY",
       { "PORT" => "70000" } => "PORT",
-      { "METRICS_PORT" => "1" } => "METRICS_PORT"
+      { "METRICS_PORT" => "1" } => "METRICS_PORT",
+      { "METRICS_NAMES" => "statsd" } => "METRICS_NAMES"
     }.each do |env, variable|
       out = IO.popen(env.merge("PORT" => env.fetch("PORT", "1")), [RbConfig.ruby, SERVE], err: %i[child out], &:read)
       refute $?.success?, "#{env} must not start"
@@ -38,6 +39,39 @@ class ServerTest < Minitest::Test
     start_server("SERVER" => "puma", "WEB_CONCURRENCY" => "2", "RAILS_MAX_THREADS" => "4")
     exercise_endpoints("puma")
     assert stop_server.success?, "bin/serve exits 0 when told to stop"
+  end
+
+  # Two Puma workers with yabeda's names: each worker's gauges carry its index, the queue
+  # histogram is rack_queue_duration_seconds; /healthz answers and is not counted as a request.
+  def test_puma_cluster_with_yabeda_names
+    start_server("SERVER" => "puma", "WEB_CONCURRENCY" => "2", "RAILS_MAX_THREADS" => "3",
+                 "METRICS_NAMES" => "yabeda")
+    assert_equal "ok\n", get("/healthz").body
+    sent = 0
+    m = {}
+    # Both workers have served a request (and so published their gauges) within a few rounds.
+    20.times do
+      4.times do
+        stamp = "t=#{(Time.now.to_f * 1000).round}"
+        Net::HTTP.start("127.0.0.1", @port) { |http| http.get("/?cpu_ms=1&io_ms=5", "X-Request-Start" => stamp) }
+        sent += 1
+      end
+      m = metrics
+      break if m.keys.grep(/\Apuma_max_threads\{/).size == 2
+    end
+    # Another worker's counters reach /metrics within its flush interval; on a loaded machine
+    # that can take longer than the 0.5 s `metrics` waits.
+    10.times do
+      break if m['rails_requests_total{status="200"}'] == sent && m["rack_queue_duration_seconds_count"] == sent
+
+      m = metrics
+    end
+    assert_equal %w[puma_max_threads{index="0"} puma_max_threads{index="1"}], m.keys.grep(/\Apuma_max_threads\{/).sort
+    assert_equal [3], m.select { |k, _| k.start_with?("puma_max_threads{") }.values.uniq
+    assert_equal 2, m.keys.grep(/\Apuma_busy_threads\{index="[01]"\}\z/).size
+    assert_equal sent, m['rails_requests_total{status="200"}'], "/healthz and /metrics are not requests"
+    assert_equal sent, m["rack_queue_duration_seconds_count"]
+    assert_nil m["rails_request_queue_time_seconds_count"]
   end
 
   def test_async_launcher_serves_the_three_shapes_and_aggregates_metrics

@@ -13,7 +13,7 @@
 
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::Service;
-use kube::api::{DeleteParams, DynamicObject, Patch, PatchParams, Preconditions};
+use kube::api::{DeleteParams, Patch, PatchParams, Preconditions};
 use kube::runtime::events::EventType as KubeEventType;
 use kube::{Api, Resource, ResourceExt};
 use serde::Serialize;
@@ -21,14 +21,14 @@ use serde_json::json;
 
 use super::context::Context;
 use super::error::{is_not_found, Error, Result};
-use super::fetch::{http_route_resource, Fetched};
+use super::fetch::Fetched;
 use super::observe::{owned_services, service_named};
 use super::owner::owned_by;
-use super::variants::ServiceNames;
 use crate::api::{ConcurrencyExperiment, ANNOTATION_APPROVE, ANNOTATION_RETRY};
 use crate::plan::{Action, EventType};
 use crate::{traffic, workload};
 
+mod route;
 mod variants;
 
 /// Executes one reconcile's actions against the cluster.
@@ -228,89 +228,6 @@ impl<'a> Actor<'a> {
             "spec": { "template": template },
         });
         self.merge_patch_target(target, patch).await
-    }
-
-    fn route_error(&self, reason: &str) -> Error {
-        Error::Route {
-            name: self.exp.spec.traffic.http_route.clone().unwrap_or_default(),
-            reason: reason.to_string(),
-        }
-    }
-
-    fn route(&self) -> Result<&'a serde_json::Value> {
-        self.fetched
-            .route
-            .as_ref()
-            .ok_or_else(|| self.route_error("not found"))
-    }
-
-    /// The patch carries the route's resourceVersion (see `traffic`), so a concurrent edit
-    /// is a conflict and the next reconcile recomputes from a fresh read.
-    async fn patch_route(&self, patch: serde_json::Value) -> Result<()> {
-        let name = self.exp.spec.traffic.http_route.clone().unwrap_or_default();
-        let api: Api<DynamicObject> =
-            Api::namespaced_with(self.ctx.client.clone(), &self.ns, &http_route_resource());
-        api.patch(&name, &self.update_params(), &Patch::Merge(&patch))
-            .await?;
-        Ok(())
-    }
-
-    /// A stage's split; with a fresh baseline beside the candidate, its Service gets
-    /// `fresh` percent (it is applied with the fresh baseline's Deployment).
-    async fn set_route_weights(&self, candidate_weight: i32, fresh: i32) -> Result<()> {
-        let baseline = self.baseline_service()?;
-        let candidate = self.candidate_service()?;
-        let (baseline_name, candidate_name) = (baseline.name_any(), candidate.name_any());
-        self.apply_service(baseline).await?;
-        self.apply_service(candidate).await?;
-        let (c, f) = (candidate_weight.clamp(0, 100), fresh.max(0));
-        let names = ServiceNames::new(
-            self.exp,
-            &self.fetched.services,
-            self.fetched.service.as_ref(),
-        );
-        let fresh_name = names.map(|n| n.fresh_baseline).unwrap_or_default();
-        let mut backends = vec![
-            (baseline_name.as_str(), (100 - c - f).max(0)),
-            (candidate_name.as_str(), c),
-        ];
-        if f > 0 {
-            backends.push((fresh_name.as_str(), f));
-        }
-        self.patch_route_split(&backends).await
-    }
-
-    /// Splits the route between `backends`, replacing the refs to any Service of this
-    /// experiment: after a selection, stage 1's split replaces the selection's.
-    async fn patch_route_split(&self, backends: &[(&str, i32)]) -> Result<()> {
-        let mut ours: Vec<String> = owned_services(self.exp, self.fetched)
-            .map(|s| s.name_any())
-            .collect();
-        if let Some(names) = ServiceNames::new(
-            self.exp,
-            &self.fetched.services,
-            self.fetched.service.as_ref(),
-        ) {
-            ours.extend([names.baseline, names.candidate, names.fresh_baseline]);
-            ours.extend(names.candidates);
-        }
-        let ours: Vec<&str> = ours.iter().map(String::as_str).collect();
-        let route = self.route()?;
-        let user = self.user_service()?.name_any();
-        let patch = traffic::split_route_patch(route, &user, &ours, backends)?;
-        self.patch_route(patch).await
-    }
-
-    async fn restore_route(&self) -> Result<()> {
-        let Some(route) = self.fetched.route.as_ref() else {
-            // Nothing to restore on a route that no longer exists.
-            return Ok(());
-        };
-        let original = self
-            .original_route
-            .ok_or_else(|| self.route_error("its original backendRefs were never saved"))?;
-        let patch = traffic::restore_route_patch(route, original)?;
-        self.patch_route(patch).await
     }
 
     /// Deletes the candidate Deployment and, for gatewayAPI, the variant Services — only those

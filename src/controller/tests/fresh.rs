@@ -5,6 +5,7 @@
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
+use super::clock::route_changed_long_ago;
 use super::fixtures::*;
 use crate::api::{BaselineSpec, ConcurrencyExperiment, Phase};
 
@@ -114,6 +115,7 @@ async fn on_the_gateway_the_fresh_baseline_has_its_weight_and_at_100_percent_onl
     for _ in 0..3 {
         reconcile_stored(&fake).await.unwrap();
         set_ready(&fake, CANDIDATE, 6);
+        route_changed_long_ago(&fake);
     }
     assert!(
         fake.get::<Deployment>(FRESH).is_none(),

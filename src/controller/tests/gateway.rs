@@ -2,6 +2,7 @@
 
 use serde_json::json;
 
+use super::clock::route_changed_long_ago;
 use super::fixtures::*;
 use crate::api::{ConcurrencyExperiment, Phase};
 
@@ -96,6 +97,15 @@ async fn gateway_router_saves_the_route_shifts_weights_and_restores_it() {
         json!([{"name": "storefront", "port": 80}])
     );
     assert!(!fake.lines().iter().any(|l| l.starts_with("DELETE")));
+    // Restored, but the Gateway may still send to the candidate: its pods stay for
+    // scaleDownDelay after the route change.
+    fake.clear_calls();
+    reconcile_stored(&fake).await.unwrap();
+    assert!(!fake.lines().iter().any(|l| l.starts_with("DELETE")));
+    let exp: ConcurrencyExperiment = fake.get(EXP).unwrap();
+    let message = exp.status.unwrap().message.unwrap_or_default();
+    assert!(message.contains("scaleDownDelay"), "{message}");
+    route_changed_long_ago(&fake);
     fake.clear_calls();
     reconcile_stored(&fake).await.unwrap();
     let deletes: Vec<String> = fake
@@ -162,7 +172,8 @@ async fn a_target_rollout_mid_stage_puts_the_route_back_first_and_repins_nothing
         json!([{"name": "storefront", "port": 80}])
     );
 
-    // Then the candidate and both Services go, each as the object observed.
+    // Then (scaleDownDelay later) the candidate and both Services go, each as observed.
+    route_changed_long_ago(&fake);
     fake.clear_calls();
     reconcile_stored(&fake).await.unwrap();
     let deletes: Vec<_> = fake
@@ -183,4 +194,40 @@ async fn a_target_rollout_mid_stage_puts_the_route_back_first_and_repins_nothing
     }
     reconcile_stored(&fake).await.unwrap();
     assert_eq!(stored_phase(&fake), Phase::RolledBack);
+}
+
+/// A Service created a moment ago has no EndpointSlice yet, and a Gateway answers 500 for a
+/// backendRef it cannot resolve (Traefik: "endpointslices not found", 41 failed requests on
+/// the real cluster): the route names a variant Service only once it has a ready endpoint.
+#[tokio::test]
+async fn the_route_waits_for_the_variant_services_endpoints() {
+    let fake = gateway_objects(
+        FakeApi::default()
+            .with(EXP, gateway_experiment())
+            .with(TARGET, target(6, 6)),
+    );
+    reconcile_stored(&fake).await.unwrap();
+    set_ready(&fake, CANDIDATE, 2);
+    fake.without_endpoints
+        .lock()
+        .unwrap()
+        .push("storefront-baseline".into());
+    fake.clear_calls();
+    reconcile_stored(&fake).await.unwrap();
+    let lines = fake.lines();
+    assert!(lines
+        .iter()
+        .any(|l| l.starts_with("GET /apis/discovery.k8s.io/v1/namespaces/shop/endpointslices")));
+    assert!(!lines.contains(&format!("PATCH {ROUTE}")), "{lines:?}");
+
+    fake.without_endpoints.lock().unwrap().clear();
+    fake.clear_calls();
+    reconcile_stored(&fake).await.unwrap();
+    assert!(fake.lines().contains(&format!("PATCH {ROUTE}")));
+    // Once the route sends to both, a later stage lists no slices.
+    let route: serde_json::Value = fake.get(ROUTE).unwrap();
+    assert_eq!(
+        route["spec"]["rules"][0]["backendRefs"][1]["weight"],
+        json!(30)
+    );
 }

@@ -2,11 +2,16 @@
 //! and the objects they share.
 
 mod analyse;
+mod autoscale;
+mod clock;
 mod config_source;
+mod deletion;
+mod endpoints;
 mod error;
 mod events;
 mod experiments;
 mod external;
+mod fake_server;
 mod fixtures;
 mod fresh;
 mod gateway;

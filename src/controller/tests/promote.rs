@@ -242,62 +242,6 @@ async fn the_approve_annotation_promotes_once_and_is_removed() {
     assert_eq!(removals, 1);
 }
 
-const HPA: &str = "/apis/autoscaling/v2/namespaces/shop/horizontalpodautoscalers/storefront";
-
-/// The user's HPA on the target (CPU at 60 %, 2–10 pods).
-fn user_hpa() -> Value {
-    json!({
-        "apiVersion": "autoscaling/v2", "kind": "HorizontalPodAutoscaler",
-        "metadata": {"name": "storefront", "namespace": NS, "uid": "hpa-uid", "resourceVersion": "7"},
-        "spec": {
-            "scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": "storefront"},
-            "minReplicas": 2, "maxReplicas": 10,
-            "metrics": [{"type": "Resource", "resource": {"name": "cpu",
-                "target": {"type": "Utilization", "averageUtilization": 60}}}],
-            "behavior": {"scaleDown": {"stabilizationWindowSeconds": 120}}
-        }
-    })
-}
-
-#[tokio::test]
-async fn an_autoscaled_target_is_promoted_around_its_hpa_which_is_never_written() {
-    let mut exp = with_finalizer(experiment());
-    exp.spec.analysis.prometheus.url = fake_prometheus("100").await;
-    let fake = FakeApi::default()
-        .with(EXP, exp)
-        .with(TARGET, target(6, 6))
-        .with(HPA, user_hpa());
-    for _ in 0..30 {
-        reconcile_stored(&fake).await.unwrap();
-        if stored_phase(&fake) == Phase::Succeeded {
-            break;
-        }
-        let_an_hour_pass(&fake);
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
-    let exp: ConcurrencyExperiment = fake.get(EXP).unwrap();
-    let status = exp.status.unwrap();
-    assert_eq!(status.phase, Phase::Succeeded, "{:?}", status.message);
-
-    let calls = fake.calls();
-    // The user's HPA is read from the cache only: never patched, never deleted.
-    assert!(
-        !calls.iter().any(|c| c.uri.split('?').next() == Some(HPA)),
-        "{:?}",
-        fake.lines()
-    );
-    assert_eq!(fake.get::<Value>(HPA).unwrap(), user_hpa());
-    // Below 100 % the target kept its 6 pods; it was scaled only to hand over and back.
-    let scales: Vec<Value> = calls
-        .iter()
-        .filter(|c| c.line() == format!("PATCH {TARGET}") && c.body["spec"]["replicas"].is_number())
-        .map(|c| c.body["spec"]["replicas"].clone())
-        .collect();
-    assert_eq!(scales, vec![json!(0), json!(6)], "{:?}", fake.lines());
-    let target: Deployment = fake.get(TARGET).unwrap();
-    assert_eq!(target.spec.unwrap().replicas, Some(6));
-}
-
 /// `spec.candidate` edited after the decision to promote: the target gets the judged config,
 /// never the new one no stage judged.
 #[tokio::test]

@@ -5,6 +5,7 @@
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
+use super::clock::route_changed_long_ago;
 use super::fixtures::*;
 use super::variants::selection_experiment;
 use crate::api::{ConcurrencyExperiment, Elimination, Phase};
@@ -265,6 +266,7 @@ async fn a_gateway_selection_splits_the_route_n_ways_and_moves_traffic_off_befor
     assert!(!route_refs(&fake)
         .iter()
         .any(|(n, _)| n == "storefront-candidate-1"));
+    route_changed_long_ago(&fake);
     fake.clear_calls();
     reconcile_stored(&fake).await.unwrap();
     assert_eq!(
@@ -284,6 +286,7 @@ async fn a_gateway_selection_splits_the_route_n_ways_and_moves_traffic_off_befor
     fake.put(EXP, exp);
     for _ in 0..4 {
         reconcile_stored(&fake).await.unwrap();
+        route_changed_long_ago(&fake);
     }
     assert_eq!(stored_phase(&fake), Phase::RolledBack);
     assert_eq!(route_refs(&fake), named(&[("storefront", 1)]));

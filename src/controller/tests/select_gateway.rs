@@ -5,6 +5,7 @@
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
+use super::clock::route_changed_long_ago;
 use super::fixtures::*;
 use super::select::*;
 use crate::api::{ConcurrencyExperiment, Phase};
@@ -54,7 +55,8 @@ async fn after_the_choice_stage_one_splits_the_route_between_baseline_winner_and
         ])
     );
     assert!((0..3).all(|i| fake.get::<Deployment>(&variant(i)).is_some()));
-    // Seen at weight 0, they go; the winner's candidate comes up.
+    // Seen at weight 0, they go (scaleDownDelay later); the winner's candidate comes up.
+    route_changed_long_ago(&fake);
     reconcile_stored(&fake).await.unwrap();
     assert!((0..3).all(|i| fake.get::<Deployment>(&variant(i)).is_none()));
     assert!(env_of(&fake, CANDIDATE).contains(&("RAILS_MAX_THREADS".into(), "4".into())));

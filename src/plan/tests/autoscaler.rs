@@ -3,13 +3,24 @@
 
 use super::*;
 use crate::api::{DecisionAction, Phase};
+use crate::plan::AUTOSCALE_PERIOD;
+use crate::workload::Need;
 
 fn hpa(min: i32, max: i32) -> Autoscaler {
     Autoscaler {
         name: "storefront".into(),
         min_replicas: min,
         max_replicas: max,
+        candidate_need: None,
     }
+}
+
+/// What the HPA's rule, applied to the candidate's pods by the shell, asks for.
+fn candidate_needs(run: &mut Run, replicas: i32) {
+    run.world.autoscaler.as_mut().unwrap().candidate_need = Some(Need {
+        replicas,
+        because: "cpu at 160 % of requests (target 100 %)".into(),
+    });
 }
 
 /// A run of 3 pods whose HPA (min 2, max 10) sees a demand of 3.
@@ -111,7 +122,7 @@ fn an_autoscaled_target_promotes_without_a_tug_of_war() {
 }
 
 #[test]
-fn at_100_the_candidate_keeps_the_size_the_hpa_last_gave_and_the_target_comes_back_at_it() {
+fn at_100_the_candidate_follows_a_rise_by_the_hpa_s_rule_and_the_target_comes_back_at_it() {
     let mut run =
         autoscaled_run("stages: [{weight: 50, duration: 2m}, {weight: 100, duration: 10m}]\n");
     run.tick(None);
@@ -120,6 +131,12 @@ fn at_100_the_candidate_keeps_the_size_the_hpa_last_gave_and_the_target_comes_ba
     // The load rises at 50 %: the HPA grows the target, the candidate follows on top.
     run.world.demand = 5;
     run.world.autoscale();
+    // Below 100 % the shell measures nothing for it (the target's HPA acts): no effect.
+    candidate_needs(&mut run, 9);
+    run.now += 30;
+    run.tick(Some(Verdict::Pass));
+    assert!(!run.events().contains(&"CandidateAutoscaled".to_string()));
+    run.world.autoscaler.as_mut().unwrap().candidate_need = None;
     while run.status.stage_index != Some(1) || run.status.stage_started_at.is_none() {
         run.now += 30;
         run.tick(Some(Verdict::Pass));
@@ -129,30 +146,79 @@ fn at_100_the_candidate_keeps_the_size_the_hpa_last_gave_and_the_target_comes_ba
             run.status.message
         );
     }
-    // The target's HPA is idle at 0; the candidate carries the size it last asked for.
+    // The target's HPA is idle at 0; the candidate carries the size it last asked for, and
+    // the candidate's load is looked at every HPA sync period.
     assert_eq!(replicas(&run), (0, 5));
+    assert!(run.last.as_ref().unwrap().requeue_after <= Some(AUTOSCALE_PERIOD));
+    // The load rises at 100 %: the HPA's rule on the candidate's pods asks for 8.
     run.world.demand = 8;
     run.world.autoscale();
-    run.now += 30;
+    candidate_needs(&mut run, 8);
+    run.now += 15;
+    run.tick(Some(Verdict::Pass));
+    let actions = &run.last.as_ref().unwrap().actions;
+    assert!(
+        actions.contains(&Action::EnsureCandidate { replicas: 8 }),
+        "{actions:?}"
+    );
+    // Until the 3 new pods are ready, baseline pods cover them (the HPA, active again on a
+    // target above 0, may size it for the whole load meanwhile); then the candidate alone.
+    assert!(
+        actions.contains(&Action::ScaleTarget { replicas: 3 }),
+        "{actions:?}"
+    );
+    run.now += 15;
     run.tick(Some(Verdict::Pass));
     assert_eq!(
         replicas(&run),
-        (0, 5),
+        (0, 8),
         "{:?}",
         run.last.as_ref().unwrap().actions
     );
-    // (The limit of this design, said in docs/operations.md: a rise at 100 % is not followed
-    // until the target is back — a copy of the HPA for the candidate would be refused by the
-    // HPA controller as AmbiguousSelector, the target's HPA selecting the candidate's pods too.)
+    assert_eq!(run.status.original.as_ref().unwrap().replicas, 8);
+    let said: Vec<String> = run
+        .log
+        .iter()
+        .filter_map(|a| match a {
+            Action::Event {
+                reason, message, ..
+            } if reason == "CandidateAutoscaled" => Some(message.clone()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(said.len(), 1, "{said:?}");
+    assert!(
+        said[0].contains("HorizontalPodAutoscaler storefront")
+            && said[0].contains("cpu at 160 % of requests")
+            && said[0].contains("from 5 to 8"),
+        "{said:?}"
+    );
+    // A fall is left to the HPA once the target is back: the candidate keeps 8.
+    candidate_needs(&mut run, 2);
+    run.now += 15;
+    run.tick(Some(Verdict::Pass));
+    assert_eq!(replicas(&run), (0, 8));
+    // More than the HPA allows is capped at its maxReplicas.
+    candidate_needs(&mut run, 40);
+    run.now += 15;
+    run.tick(Some(Verdict::Pass));
+    run.now += 15;
+    run.tick(Some(Verdict::Pass));
+    assert_eq!(replicas(&run), (0, 10));
+    run.world.autoscaler.as_mut().unwrap().candidate_need = None;
     while !run.status.phase.is_terminal() {
         run.now += 30;
         run.tick(Some(Verdict::Pass));
         assert!(run.now < 6000, "never finished: {:?}", run.status.message);
     }
     assert_eq!(run.status.phase, Phase::Succeeded);
-    // Back at 5, where the HPA (active again above 0) takes over: 8 for the load now.
-    assert_eq!(scale_targets(&run)[..2], [0, 5]);
-    assert_eq!(replicas(&run), (8, 0));
+    // The target comes back at the size the candidate had, then its HPA takes over.
+    assert_eq!(
+        scale_targets(&run).last(),
+        Some(&10),
+        "{:?}",
+        scale_targets(&run)
+    );
 }
 
 #[test]

@@ -17,7 +17,7 @@ fn until(run: &mut Run, phase: Phase) {
 }
 
 fn deleting(o: &mut Observations) {
-    o.deleting = true;
+    o.deleting_since = Some(o.now);
 }
 
 /// Deletes mid-flight with pods slow to get ready; checks the restore order and the release.
@@ -107,7 +107,7 @@ fn deleting_a_pending_or_finished_experiment_releases_at_once() {
             ..Default::default()
         };
         let mut obs = run.obs();
-        obs.deleting = true;
+        obs.deleting_since = Some(obs.now);
         let out = step(&run.spec, &st, &obs);
         assert!(out.release_finalizer, "{phase:?}");
         assert!(out.actions.is_empty(), "{phase:?}");
@@ -134,6 +134,90 @@ fn deleting_right_after_the_start_removes_the_candidate() {
         .log
         .iter()
         .any(|a| matches!(a, Action::ScaleTarget { .. })));
+}
+
+/// A baseline that can never get ready again (its pods unschedulable) holds the deletion for
+/// `spec.progressDeadline` (10m) from the deletion timestamp, keeping the candidate serving;
+/// then the finalizer is released with a Warning naming the ready count.
+#[test]
+fn deleting_with_a_baseline_that_cannot_get_ready_gives_up_after_the_progress_deadline() {
+    let mut run = Run::new(spec(), 6);
+    run.tick(None);
+    run.advance(60, 12, Verdict::Pass);
+    assert_eq!(run.status.stage_index, Some(1));
+    run.auto_settle = false;
+    let ready = run.world.target.as_ref().unwrap().deployment.ready_replicas;
+    assert!(ready < 6);
+    let since = at(run.now);
+    let stuck = |o: &mut Observations| o.deleting_since = Some(since);
+    run.log.clear();
+    let start = run.now;
+    while run.now + 30 < start + 600 {
+        run.now += 30;
+        let out = run.tick_with(None, stuck).clone();
+        // The target's new pods never get ready.
+        let t = &mut run.world.target.as_mut().unwrap().deployment;
+        t.ready_replicas = ready;
+        assert!(!out.release_finalizer, "released at +{} s", run.now - start);
+        assert!(out.requeue_after.is_some_and(|d| d.as_secs() <= 30));
+    }
+    assert!(!run.log.contains(&Action::RemoveCandidate), "{:?}", run.log);
+    run.now = start + 600;
+    let out = run.tick_with(None, stuck).clone();
+    assert!(out.release_finalizer);
+    let msg = out.status.message.clone().unwrap();
+    assert!(msg.contains(&format!("{ready} of 6 pods ready")), "{msg}");
+    assert!(events(&out.actions).contains(&"BaselineNotRestored".to_string()));
+}
+
+/// A target that is itself being deleted (its namespace going) has no baseline to restore:
+/// the candidate goes and the finalizer is released at once, not after the deadline.
+#[test]
+fn deleting_with_the_target_being_deleted_releases_at_once() {
+    let mut run = Run::new(spec(), 6);
+    run.tick(None);
+    run.advance(60, 12, Verdict::Pass);
+    run.auto_settle = false;
+    run.world.target.as_mut().unwrap().deleting = true;
+    run.log.clear();
+    let mut released = false;
+    for _ in 0..4 {
+        run.now += 5;
+        let out = run.tick_with(None, deleting).clone();
+        run.world.settle();
+        if out.release_finalizer {
+            released = true;
+            break;
+        }
+    }
+    assert!(released, "{:?}", run.log);
+    assert!(run.log.contains(&Action::RemoveCandidate));
+    assert!(!run
+        .log
+        .iter()
+        .any(|a| matches!(a, Action::ScaleTarget { .. })));
+}
+
+/// The namespace itself is being deleted: its controller deletes the target and the route
+/// with the experiment, so nothing is restored and no status or Event is written.
+#[test]
+fn deleting_in_a_terminating_namespace_releases_at_once() {
+    let mut run = Run::new(spec(), 6);
+    run.tick(None);
+    run.advance(60, 12, Verdict::Pass);
+    assert_eq!(run.status.stage_index, Some(1));
+    let before = run.status.clone();
+    let out = run
+        .tick_with(None, |o| {
+            o.deleting_since = Some(o.now);
+            o.namespace_terminating = true;
+            // The deletion bumps the generation; the status is left as stored all the same.
+            o.generation += 1;
+        })
+        .clone();
+    assert!(out.release_finalizer);
+    assert!(out.actions.is_empty(), "{:?}", out.actions);
+    assert_eq!(out.status, before);
 }
 
 #[test]
@@ -308,7 +392,7 @@ fn deleting_a_gateway_experiment_restores_the_route_first() {
     assert!(out.actions.contains(&Action::RestoreRoute));
     assert!(!out.actions.contains(&Action::RemoveCandidate));
     assert!(!out.release_finalizer);
-    run.now += 5;
+    run.now += 10;
     assert_eq!(
         run.tick_with(None, deleting).actions,
         vec![Action::RemoveCandidate]

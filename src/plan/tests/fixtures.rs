@@ -140,6 +140,7 @@ impl World {
                 template_hash: TEMPLATE.into(),
                 promoted_hash: Some(PROMOTED.into()),
                 promotion_patch: None,
+                deleting: false,
             }),
             candidate: None,
             route_weight: 0,
@@ -233,7 +234,8 @@ impl World {
         Observations {
             now,
             generation: self.generation,
-            deleting: false,
+            deleting_since: None,
+            namespace_terminating: false,
             abort_requested: false,
             promotion_approved: self.spec_approved,
             resume_requested: self.approve_annotation,

@@ -29,7 +29,9 @@ fn a_foreign_candidate_before_the_start_is_invalid_naming_it() {
     // Invalid is final: later steps, and deleting the experiment, touch nothing either.
     run.now += 60;
     assert!(run.tick(None).actions.is_empty());
-    let out = run.tick_with(None, |o| o.deleting = true).clone();
+    let out = run
+        .tick_with(None, |o| o.deleting_since = Some(o.now))
+        .clone();
     assert!(out.release_finalizer && out.actions.is_empty());
 }
 

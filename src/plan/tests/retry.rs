@@ -202,7 +202,9 @@ fn a_deleted_experiment_is_released_not_retried() {
     let mut run = rolled_back();
     run.world.retry_annotation = true;
     run.now += 5;
-    let out = run.tick_with(None, |o| o.deleting = true).clone();
+    let out = run
+        .tick_with(None, |o| o.deleting_since = Some(o.now))
+        .clone();
     assert!(out.release_finalizer);
     assert!(out.actions.is_empty(), "{:?}", out.actions);
     assert_eq!(out.status.phase, Phase::RolledBack);

@@ -249,8 +249,34 @@ fn gateway_rollback_restores_the_route_before_removing_the_candidate() {
     let out = run.tick_with(None, |o| o.abort_requested = true).clone();
     assert!(out.actions.contains(&Action::RestoreRoute));
     assert!(!out.actions.contains(&Action::RemoveCandidate));
+    // The route is restored, but the Gateway may still send to the candidate for a moment:
+    // its pods stay for scaleDownDelay (10 s by default) after the route change.
+    run.now += 5;
+    let held = run.tick(None).clone();
+    assert!(held.actions.is_empty(), "{:?}", held.actions);
+    assert!(held.requeue_after.unwrap() <= std::time::Duration::from_secs(5));
+    let msg = held.status.message.unwrap();
+    assert!(msg.contains("spec.traffic.scaleDownDelay"), "{msg}");
     run.now += 5;
     assert_eq!(run.tick(None).actions, vec![Action::RemoveCandidate]);
     run.now += 5;
     assert_eq!(run.tick(None).status.phase, Phase::RolledBack);
+}
+
+#[test]
+fn scale_down_delay_is_the_specs_and_counts_from_the_last_route_change() {
+    let spec =
+        spec_with("traffic: {router: gatewayAPI, httpRoute: storefront, scaleDownDelay: 30s}\n");
+    let mut run = in_stage_two(spec);
+    run.auto_settle = false;
+    run.tick_with(None, |o| o.abort_requested = true);
+    // The route is seen restored at once, but RestoreRoute was asked again (a stale read):
+    // the delay counts from that later change.
+    run.now += 10;
+    let again = run.tick_with(None, |o| o.effective_weight = 70).clone();
+    assert!(again.actions.contains(&Action::RestoreRoute));
+    run.now += 25;
+    assert!(!run.tick(None).actions.contains(&Action::RemoveCandidate));
+    run.now += 5;
+    assert_eq!(run.tick(None).actions, vec![Action::RemoveCandidate]);
 }

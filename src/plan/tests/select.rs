@@ -258,7 +258,13 @@ fn the_gateway_router_moves_an_eliminated_candidates_weight_before_its_pods() {
         .any(|a| matches!(a, Action::Selection(SelectionAction::SetWeights { .. }))));
     assert!(s.variants[0].is_some());
     assert_eq!(s.weights[0], 0);
-    // …then the pods.
+    // …then the pods, once the Gateway has had scaleDownDelay to apply it.
+    let held = s.tick(None);
+    assert!(!held
+        .actions
+        .iter()
+        .any(|a| matches!(a, Action::Selection(SelectionAction::RemoveVariant { .. }))));
+    s.run.now += 10;
     let next = s.tick(None);
     assert!(next
         .actions

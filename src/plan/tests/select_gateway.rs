@@ -53,7 +53,18 @@ fn after_the_choice_the_route_leaves_the_candidates_before_their_pods_go() {
         }]
     );
     assert!(s.variants.iter().all(Option::is_some));
-    // Seen at weight 0, every candidate variant is removed.
+    // Seen at weight 0, every candidate variant is removed scaleDownDelay (10 s) after the
+    // route last changed — stage 1's split for the winner is one more change.
+    s.run.now += 10;
+    let stage_one = s.tick(None);
+    assert!(stage_one
+        .actions
+        .iter()
+        .any(|a| matches!(a, Action::SetRouteWeights { .. })));
+    assert!(!selection_actions(&stage_one)
+        .iter()
+        .any(|a| matches!(a, SelectionAction::RemoveVariant { .. })));
+    s.run.now += 10;
     let next = s.tick(None);
     let removed: Vec<_> = selection_actions(&next)
         .into_iter()
@@ -79,6 +90,7 @@ fn a_rollback_restores_the_route_before_any_variant_goes() {
     );
     // Removed only once the route no longer sends them traffic (Sel checks the weights).
     for _ in 0..3 {
+        s.run.now += 10;
         s.tick(None);
     }
     assert!(s.variants.iter().all(Option::is_none) && s.fresh.is_none());

@@ -258,7 +258,7 @@ fn gateway_rollback_on_a_template_change_restores_the_route_first() {
         [&Action::RestoreRoute],
         "the route first, nothing re-pinned"
     );
-    run.now += 5;
+    run.now += 10;
     assert_eq!(run.tick(None).actions, vec![Action::RemoveCandidate]);
     run.now += 5;
     assert_eq!(run.tick(None).status.phase, Phase::RolledBack);

@@ -251,3 +251,18 @@ fn a_selection_splits_the_route_n_ways_and_a_stage_replaces_those_refs() {
     assert_eq!(refs(&stage), named(&[(B, 210), (C, 90), ("legacy", 100)]));
     assert_eq!(route_weight(&stage, B, C), Some(30));
 }
+
+#[test]
+fn only_backends_that_start_receiving_traffic_need_endpoints_first() {
+    let original = route(json!([{"name": "storefront", "port": 80}]));
+    // The first split names both variant Services: both must have endpoints before it.
+    assert_eq!(newly_weighted(&original, &[(B, 70), (C, 30)]), [B, C]);
+    // Later stages only move weight between Services already receiving traffic.
+    let stage1 = patched(&original, 30);
+    assert!(newly_weighted(&stage1, &[(B, 30), (C, 70)]).is_empty());
+    // At 100 % the baseline is at 0; lowering the candidate gives it traffic again.
+    let at100 = patched(&stage1, 100);
+    assert_eq!(newly_weighted(&at100, &[(B, 50), (C, 50)]), [B]);
+    // A backend at weight 0 in the split starts nothing.
+    assert!(newly_weighted(&original, &[(B, 100), (C, 0)]) == [B]);
+}

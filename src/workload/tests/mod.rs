@@ -1,3 +1,4 @@
+mod autoscaler;
 mod command;
 mod deployment;
 mod env;

@@ -2,7 +2,9 @@
 //! by side, one namespace each (libtest's threads).
 
 mod edits;
+mod fresh;
 mod gitops;
 mod invalid;
 mod robust;
+mod ruby;
 mod select;

@@ -3,7 +3,12 @@
 //! a simulated Ruby heap (per worker and per thread), so the memory objective has a true
 //! answer: fewer threads hold less.
 
-use e2e_tests::{ensure, name_of, run, status, Exp, Progress, Scenario, Target};
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+use e2e_tests::{
+    ensure, name_of, phase_of, route_weights, run, status, Exp, Phase, Progress, Scenario, Target,
+};
 use serde_json::json;
 
 /// I/O-heavy requests: one Puma 1×1 worker serves at most ~5 req/s, so its share (1 of 7
@@ -236,6 +241,13 @@ async fn select_none() {
             "the slow Puma was not eliminated by latency: {:?}",
             sel.variants.get(1)
         );
+        // Events are written after the status: wait for both, then no more than both.
+        e2e_tests::eventually(
+            15,
+            "a CandidateEliminated Event per candidate",
+            async || Ok(s.count_events("none", "CandidateEliminated").await? >= 2),
+        )
+        .await?;
         ensure!(
             s.count_events("none", "CandidateEliminated").await? == 2,
             "not one CandidateEliminated Event per candidate"
@@ -249,6 +261,136 @@ async fn select_none() {
         }
         s.assert_baseline_restored().await?;
         s.stop_load().await;
+        s.no_rbac_denials().await
+    })
+    .await;
+}
+
+/// A selection through the gatewayAPI router (Traefik): while selecting, the HTTPRoute gives
+/// every variant exactly `selection.weight` (the fresh baseline and each candidate 15 %, the
+/// target the rest); the winner then walks 30/70/100 with the route at each planned weight,
+/// and at the end the route is the user's again — one backendRef, the target's Service — and
+/// no request was refused.
+#[tokio::test]
+#[ignore = "needs the e2e cluster (e2e/run)"]
+async fn select_gateway() {
+    run("select_gateway", async |s| {
+        s.deploy_target(&target()).await?;
+        let gw = s.route_through_gateway().await?;
+        s.start_load_to(600, SELECT_RATE, &gw.url, "/").await?;
+        let exp = Exp::selecting(
+            "routed-choice",
+            json!([
+                {"server": "puma", "workers": 2, "threads": 3},
+                {"server": "puma", "workers": 2, "threads": 4},
+            ]),
+            json!({"duration": "60s", "weight": 15, "objective": {"minimize": "memory"}}),
+            json!([
+                {"metric": "queueTime", "quantile": 0.9, "max": "100ms"},
+                {"metric": "errorRate", "max": "5%"},
+            ]),
+        )
+        .interval_s(30)
+        .stage_s(30)
+        .extra(json!({"traffic": {"router": "gatewayAPI", "httpRoute": "storefront"}}));
+        s.apply(&exp).await?;
+        // The route, every second, until the experiment ends: the selection's weights and the
+        // stages' must each have been seen in force.
+        let mut selecting_seen = None;
+        let mut stages = std::collections::BTreeSet::new();
+        let deadline = Instant::now() + Duration::from_secs(480);
+        let e = loop {
+            ensure!(Instant::now() < deadline, "no final phase within 480 s");
+            let e = s.cexp("routed-choice").await?;
+            if phase_of(&e).is_some_and(|p| p.is_terminal()) {
+                break e;
+            }
+            let weights: BTreeMap<String, i64> = route_weights(&gw.routes.get("storefront").await?)
+                .into_iter()
+                .collect();
+            let st = status(&e);
+            if phase_of(&e) == Some(Phase::Selecting) && selecting_seen.is_none() {
+                // The long-running pods keep the rest, through whichever Service the router
+                // gives them.
+                let variants = [
+                    "storefront-fresh-baseline",
+                    "storefront-candidate-1",
+                    "storefront-candidate-2",
+                ];
+                let each = variants.iter().all(|v| weights.get(*v) == Some(&15));
+                if each && weights.len() == 4 && weights.values().sum::<i64>() == 100 {
+                    s.log(format!("selecting: route {weights:?}"));
+                    selecting_seen = Some(weights.clone());
+                }
+            }
+            if phase_of(&e) == Some(Phase::Progressing) {
+                let planned = st.planned_weight as i64;
+                if weights.get("storefront-candidate") == Some(&planned) && stages.insert(planned) {
+                    s.log(format!("stage at {planned}%: route {weights:?}"));
+                }
+            }
+            tokio::time::sleep(Duration::from_secs(1)).await;
+        };
+        let st = status(&e);
+        ensure!(
+            phase_of(&e) == Some(Phase::Succeeded),
+            "ended {}: {:?}",
+            name_of(&st.phase),
+            st.message
+        );
+        ensure!(
+            selecting_seen.is_some(),
+            "never saw the route at 15 % per variant while selecting"
+        );
+        for w in [30, 70, 100] {
+            ensure!(
+                stages.contains(&w),
+                "never saw the winner at {w} % on the route (saw {stages:?})"
+            );
+        }
+        let sel = st
+            .selection
+            .clone()
+            .ok_or_else(|| anyhow::anyhow!("no status.selection"))?;
+        s.log(format!(
+            "selection: {}",
+            sel.message.as_deref().unwrap_or("-")
+        ));
+        let winner = sel
+            .winner
+            .and_then(|w| sel.ranking.iter().find(|r| r.index == w))
+            .ok_or_else(|| anyhow::anyhow!("no winner in the ranking"))?;
+        ensure!(
+            sel.ranking.first().map(|r| r.index) == Some(winner.index),
+            "the winner is not the first of the ranking"
+        );
+        let threads = s.env("storefront", "RAILS_MAX_THREADS").await?;
+        ensure!(
+            Some(threads.parse::<i32>()?) == winner.config.threads,
+            "the target runs {threads} threads, not the winner's {:?}",
+            winner.config.threads
+        );
+        let weights = route_weights(&gw.routes.get("storefront").await?);
+        ensure!(
+            weights.len() == 1 && weights[0].0 == "storefront",
+            "route not restored to the user's Service: {weights:?}"
+        );
+        let load = s.stop_load_and_count().await?;
+        s.log(format!(
+            "load: {} answered, {} failed: {:?}",
+            load.answered,
+            load.failed(),
+            load.statuses
+        ));
+        // Side by side with four others, before spec.traffic.scaleDownDelay, 24 of 6,569 were
+        // 503s from Traefik: a variant's Service lost its endpoints as soon as its Deployment
+        // went, and Traefik applied the route that no longer named it up to a reload later.
+        // Now the pods stay 10 s after each route change: no request may fail.
+        ensure!(
+            load.failed() == 0,
+            "{} requests failed: {load:?}",
+            load.failed()
+        );
         s.no_rbac_denials().await
     })
     .await;

@@ -2,7 +2,10 @@
 //! `e2e/cluster/metrics`): the load rises during the experiment, the HPA scales the target up,
 //! the experiment follows it without a tug of war, and the HPA is exactly as before afterwards.
 
-use e2e_tests::{alone, decision_of, ensure, run, status, tolerant_check, wait_for, Exp, Target};
+use e2e_tests::{
+    alone, decision_of, ensure, run, status, tolerant_check, wait_for, ConcurrencyExperiment, Exp,
+    Scenario, Target,
+};
 use k8s_openapi::api::autoscaling::v2::HorizontalPodAutoscaler;
 use kube::Api;
 use serde_json::{json, Value};
@@ -24,6 +27,24 @@ fn user_hpa() -> Value {
             "behavior": {"scaleDown": {"stabilizationWindowSeconds": 60}}
         }
     })
+}
+
+/// Follows experiment `name` to its end: promoted, with at least the HPA's minimum of 3 pods
+/// ready behind the Service all along.
+async fn promoted_with_3_ready(s: &Scenario, name: &str) -> anyhow::Result<ConcurrencyExperiment> {
+    let (e, min_ready) = s
+        .min_ready_while(s.progress(name, Default::default()))
+        .await?;
+    ensure!(
+        decision_of(&e) == "Promote/StagesPassed",
+        "decision {}",
+        decision_of(&e)
+    );
+    ensure!(
+        min_ready >= 3,
+        "only {min_ready} pods ready behind the Service at one point"
+    );
+    Ok(e)
 }
 
 #[tokio::test]
@@ -83,18 +104,7 @@ async fn hpa() {
             "the HPA scaled the target only after the experiment ended"
         );
         s.log("the HPA scaled the target up mid-experiment");
-        let (e, min_ready) = s
-            .min_ready_while(s.progress("scaled", Default::default()))
-            .await?;
-        ensure!(
-            decision_of(&e) == "Promote/StagesPassed",
-            "decision {}",
-            decision_of(&e)
-        );
-        ensure!(
-            min_ready >= 3,
-            "only {min_ready} pods ready behind the Service at one point"
-        );
+        promoted_with_3_ready(s, "scaled").await?;
         // No tug of war: the HPA's changes are followed, each said once (one Event per
         // distinct change: the target's replicas go at most 3 → 6 and back, a tug of war
         // would say it dozens of times).
@@ -132,6 +142,96 @@ async fn hpa() {
             "target does not run the candidate's threads"
         );
         s.rollout("storefront", 120).await?;
+        s.gone("storefront-candidate", 60).await
+    })
+    .await;
+}
+
+/// The last stage with the `replicas` router: the target is at 0, where its HPA does not act,
+/// and the load quadruples. The operator applies the HPA's rule to the candidate's pods (their
+/// usage from metrics.k8s.io): the candidate grows, and the promotion gives the target that
+/// size. 30 req/s holds the HPA at 3 (~200 % of the request against 300 %); 120 req/s over the
+/// candidate's 3 pods is ~800 %, which asks for ⌈2.7 × 3⌉ = 8, capped at the HPA's 6.
+#[tokio::test]
+#[ignore = "needs the e2e cluster (e2e/run), with e2e/cluster/metrics started"]
+async fn hpa_last_stage() {
+    let _alone = alone().await;
+    run("hpa_last_stage", async |s| {
+        s.deploy_target(&Target::default()).await?;
+        let _: HorizontalPodAutoscaler = s.create(user_hpa()).await?;
+        s.start_load(300, 30).await?;
+        s.apply(
+            &Exp::new(
+                "grows",
+                json!({"server": "puma", "workers": 2, "threads": 4}),
+                tolerant_check(),
+            )
+            .extra(json!({"stages": [
+                {"weight": 30, "duration": "20s"},
+                {"weight": 100, "duration": "100s"},
+            ]})),
+        )
+        .await?;
+        s.wait_cexp("grows", 150, "the candidate alone at 100 %", |e| {
+            let st = status(e);
+            st.stage_index == Some(1) && st.stage_started_at.is_some()
+        })
+        .await?;
+        ensure!(
+            s.replicas("storefront").await? == 0,
+            "the target is not at 0 at 100 %"
+        );
+        let before = s.replicas("storefront-candidate").await?;
+        s.start_load(240, 120).await?;
+        s.log(format!(
+            "at 100 % with {before} candidate pods: load 30 → 120 req/s"
+        ));
+        wait_for(
+            s.deploys.clone(),
+            "storefront-candidate",
+            90,
+            "the candidate growing by the HPA's rule",
+            move |d| {
+                d.spec
+                    .as_ref()
+                    .and_then(|sp| sp.replicas)
+                    .is_some_and(|r| r > before)
+            },
+        )
+        .await?;
+        let notes: Vec<String> = s
+            .events("grows")
+            .await?
+            .into_iter()
+            .filter(|e| e.reason == "CandidateAutoscaled")
+            .map(|e| e.note)
+            .collect();
+        s.log(format!("CandidateAutoscaled: {notes:?}"));
+        ensure!(
+            notes
+                .iter()
+                .any(|n| n.contains("HorizontalPodAutoscaler storefront") && n.contains("cpu at")),
+            "{notes:?}"
+        );
+        let e = promoted_with_3_ready(s, "grows").await?;
+        let grown = status(&e).original.map(|o| o.replicas).unwrap_or_default();
+        ensure!(
+            grown > before,
+            "original.replicas {grown}, not above {before}"
+        );
+        let load = s.stop_load_and_count().await?;
+        s.log(format!(
+            "load: {} answered, {} failed; promoted at {grown} replicas",
+            load.answered,
+            load.failed()
+        ));
+        ensure!(load.failed() == 0, "{} requests failed", load.failed());
+        let r = s.replicas("storefront").await?;
+        // The HPA, back in charge, may only have grown it since (its scale-down waits 60 s).
+        ensure!(
+            (grown..=6).contains(&r),
+            "target at {r} replicas after promotion at {grown}"
+        );
         s.gone("storefront-candidate", 60).await
     })
     .await;

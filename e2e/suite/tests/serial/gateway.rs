@@ -10,89 +10,14 @@ use std::collections::BTreeSet;
 use std::time::{Duration, Instant};
 
 use e2e_tests::{
-    alone, cluster_script, ensure, eventually, latency_check, phase_of, platform, run,
-    split_within, status, wait_for, Exp, Phase, Scenario, Target, RATE,
+    alone, ensure, eventually, latency_check, phase_of, route_weights, run, split_within, status,
+    Exp, Phase, Target, RATE,
 };
 use k8s_openapi::api::core::v1::Service;
-use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, ListParams, PostParams};
-use serde_json::{json, Value};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use kube::api::{Api, ListParams};
+use serde_json::json;
 
 const STAGE_S: u64 = 25;
-
-fn gateway_api(s: &Scenario, kind: &str) -> Api<DynamicObject> {
-    let gvk = GroupVersionKind::gvk("gateway.networking.k8s.io", "v1", kind);
-    Api::namespaced_with(s.client.clone(), &s.ns, &ApiResource::from_gvk(&gvk))
-}
-
-/// `e2e/platform gateway env`: GATEWAY_PORT, GATEWAY_URL (in-cluster), GATEWAY_HOST_URL.
-async fn gateway_env() -> anyhow::Result<std::collections::HashMap<String, String>> {
-    let path = platform();
-    let out = tokio::process::Command::new(&path)
-        .args(["gateway", "env"])
-        .output()
-        .await?;
-    ensure!(
-        out.status.success(),
-        "{path} gateway env: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    Ok(String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .filter_map(|l| l.split_once('='))
-        .map(|(k, v)| (k.to_string(), v.to_string()))
-        .collect())
-}
-
-/// Whether GET `url`/healthz answers 200 (plain HTTP/1.0 to the gateway's host address).
-async fn healthy(url: &str) -> anyhow::Result<bool> {
-    let addr = url.trim_start_matches("http://").trim_end_matches('/');
-    let get = async {
-        let mut conn = tokio::net::TcpStream::connect(addr).await?;
-        conn.write_all(b"GET /healthz HTTP/1.0\r\nHost: e2e\r\n\r\n")
-            .await?;
-        let mut head = [0u8; 12];
-        conn.read_exact(&mut head).await?;
-        anyhow::Ok(head.ends_with(b" 200"))
-    };
-    Ok(tokio::time::timeout(Duration::from_secs(2), get)
-        .await
-        .is_ok_and(|r| r.unwrap_or(false)))
-}
-
-/// `(service, weight)` of the HTTPRoute's first rule.
-fn route_weights(route: &DynamicObject) -> Vec<(String, i64)> {
-    let refs = route.data["spec"]["rules"][0]["backendRefs"]
-        .as_array()
-        .cloned()
-        .unwrap_or_default();
-    refs.iter()
-        .map(|r| {
-            (
-                r["name"].as_str().unwrap_or("").to_string(),
-                r["weight"].as_i64().unwrap_or(1),
-            )
-        })
-        .collect()
-}
-
-/// Traefik reports the HTTPRoute Accepted and its backendRefs resolved.
-fn accepted(route: &DynamicObject) -> bool {
-    let ok = |p: &Value, t: &str| {
-        p["conditions"]
-            .as_array()
-            .is_some_and(|cs| cs.iter().any(|c| c["type"] == t && c["status"] == "True"))
-    };
-    route.data["status"]["parents"]
-        .as_array()
-        .is_some_and(|ps| {
-            ps.iter().any(|p| {
-                p["controllerName"] == "traefik.io/gateway-controller"
-                    && ok(p, "Accepted")
-                    && ok(p, "ResolvedRefs")
-            })
-        })
-}
 
 #[tokio::test]
 #[ignore = "needs the e2e cluster (e2e/run)"]
@@ -102,31 +27,12 @@ async fn gateway() {
         let tol: i64 = std::env::var("E2E_SPLIT_TOLERANCE").ok().and_then(|t| t.parse().ok()).unwrap_or(15);
         // The window ends before the stage does (stage length minus settling and polling slack).
         let win = (STAGE_S - 12).min(15);
-        cluster_script("gateway", &["start"]).await?;
-        let env = gateway_env().await?;
-        let var = |k: &str| env.get(k).cloned().ok_or_else(|| anyhow::anyhow!("gateway env has no {k}"));
-        let port: i64 = var("GATEWAY_PORT")?.parse()?;
-        s.deploy_target(&Target::default()).await?;
-        let gw: DynamicObject = serde_json::from_value(json!({
-            "apiVersion": "gateway.networking.k8s.io/v1", "kind": "Gateway",
-            "metadata": {"name": "shop-gateway"},
-            "spec": {"gatewayClassName": "e2e-traefik", "listeners": [
-                {"name": "http", "protocol": "HTTP", "port": port, "allowedRoutes": {"namespaces": {"from": "Same"}}}
-            ]},
-        }))?;
-        gateway_api(s, "Gateway").create(&PostParams::default(), &gw).await?;
-        let route: DynamicObject = serde_json::from_value(json!({
-            "apiVersion": "gateway.networking.k8s.io/v1", "kind": "HTTPRoute",
-            "metadata": {"name": "storefront"},
-            "spec": {"parentRefs": [{"name": "shop-gateway"}],
-                     "rules": [{"backendRefs": [{"name": "storefront", "port": 80}]}]},
-        }))?;
-        let routes = gateway_api(s, "HTTPRoute");
-        routes.create(&PostParams::default(), &route).await?;
-        wait_for(routes.clone(), "storefront", 60, "HTTPRoute accepted by the gateway", accepted).await?;
-        let host_url = var("GATEWAY_HOST_URL")?;
-        eventually(30, "the gateway routes to the target", async || healthy(&host_url).await).await?;
-        s.start_load_to(240, RATE, &var("GATEWAY_URL")?, "/").await?;
+        // Pods leave Traefik's endpoints before they stop (the promotion's and the target
+        // rollout's replaced pods): no request may fail on any path here.
+        s.deploy_target(&Target { drain_s: Some(10), ..Target::default() }).await?;
+        let gw = s.route_through_gateway().await?;
+        let routes = gw.routes.clone();
+        s.start_load_to(420, RATE, &gw.url, "/").await?;
         let exp = Exp::new("routed", json!({"server": "puma", "workers": 2, "threads": 4}), latency_check())
             .extra(json!({"traffic": {"router": "gatewayAPI", "httpRoute": "storefront"}}));
         s.apply(&exp).await?;
@@ -183,7 +89,58 @@ async fn gateway() {
             Ok(svcs.list(&ListParams::default()).await?.items.len() == 1)
         })
         .await?;
+        target_rolled_out_mid_stage(s, &routes).await?;
+        let load = s.stop_load_and_count().await?;
+        s.log(format!("load through the gateway: {} answered, {} failed", load.answered, load.failed()));
+        ensure!(load.failed() == 0, "{} requests failed: {load:?}", load.failed());
         s.no_rbac_denials().await
     })
     .await;
+}
+
+/// Item 5 of issue 10: the target rolled out by a person while a stage is in force through the
+/// route. The baseline Service pins the target's ReplicaSet (`pod-template-hash`), whose pods
+/// the rollout replaces: the experiment rolls back (`TargetChanged`) and puts the route back
+/// on the user's Service first, so the baseline's share never lands on a Service without
+/// endpoints (the caller asserts that no request failed).
+async fn target_rolled_out_mid_stage(
+    s: &e2e_tests::Scenario,
+    routes: &Api<kube::api::DynamicObject>,
+) -> anyhow::Result<()> {
+    let exp = Exp::new(
+        "rolled",
+        json!({"server": "puma", "workers": 2, "threads": 3}),
+        latency_check(),
+    )
+    .extra(json!({"traffic": {"router": "gatewayAPI", "httpRoute": "storefront"}}));
+    s.apply(&exp).await?;
+    eventually(120, "the first stage in force on the route", async || {
+        let w = route_weights(&routes.get("storefront").await?);
+        Ok(w.iter()
+            .any(|(n, x)| n == "storefront-candidate" && *x == 30))
+    })
+    .await?;
+    let patch = json!({"spec": {"template": {"metadata": {"annotations": {"e2e/release": "2"}}}}});
+    s.deploys
+        .patch(
+            "storefront",
+            &kube::api::PatchParams::default(),
+            &kube::api::Patch::Merge(&patch),
+        )
+        .await?;
+    let e = s.wait_phase("rolled", 120, Phase::RolledBack).await?;
+    ensure!(
+        e2e_tests::decision_of(&e) == "Rollback/TargetChanged",
+        "decision {}",
+        e2e_tests::decision_of(&e)
+    );
+    let weights = route_weights(&routes.get("storefront").await?);
+    ensure!(
+        weights.len() == 1 && weights[0].0 == "storefront",
+        "route not back on the user's Service: {weights:?}"
+    );
+    s.log(format!(
+        "target rolled out mid-stage: rolled back, route {weights:?}"
+    ));
+    s.rollout("storefront", 120).await
 }

@@ -9,3 +9,4 @@ mod gateway;
 mod operator;
 mod promote;
 mod rollback;
+mod ruby;

@@ -1,4 +1,5 @@
-//! The operator itself goes away: killed (one replica), or the leader of two killed.
+//! The operator itself goes away: killed (one replica), or the leader of two killed (with the
+//! notifications it sends checked across the change).
 
 use e2e_tests::{
     alone, ensure, install_operator, latency_check, phase_of, run, status, summary, wait_for, Exp,
@@ -6,6 +7,7 @@ use e2e_tests::{
 };
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::api::core::v1::Secret;
 use kube::api::ListParams;
 use serde_json::json;
 
@@ -88,22 +90,188 @@ async fn operator_killed() {
 }
 
 /// Two replicas with leader election: the leader killed at stage 2, the other takes the
-/// Lease over and finishes the experiment, once.
+/// Lease over and finishes the experiment, once. Both notification sinks point at a receiver
+/// pod meanwhile (issue 13): the promotion's and a rollback's notifications arrive in order,
+/// signed, each exactly once across the leader change, and a first answer 503 is retried.
 #[tokio::test]
 #[ignore = "needs the e2e cluster (e2e/run)"]
 async fn leader_failover() {
     let _alone = alone().await;
     run("leader_failover", async |s| {
         let two = async {
-            install_operator(&["--set", "replicaCount=2"]).await?;
-            failover(s).await
+            let base = s.start_receiver(1).await?;
+            notifications_secret(s, &base).await?;
+            install_operator(&[
+                "--set",
+                "replicaCount=2",
+                "--set",
+                &format!("notifications.secretName={SECRET}"),
+                "--set",
+                "notifications.webhook.enabled=true",
+                "--set",
+                "notifications.slack.enabled=true",
+                "--set",
+                "notifications.clusterName=e2e",
+            ])
+            .await?;
+            failover(s).await?;
+            rolled_back(s).await?;
+            notified(s).await
         }
         .await;
-        // Back to one replica whatever happened, for the scenarios after this one.
+        // Back to one replica and no sinks whatever happened, for the scenarios after this one.
         install_operator(&["--set", "replicaCount=1"]).await?;
+        let secrets: kube::Api<Secret> =
+            kube::Api::namespaced(s.client.clone(), &e2e_tests::operator_ns());
+        secrets.delete(SECRET, &Default::default()).await?;
         two
     })
     .await;
+}
+
+const SECRET: &str = "e2e-notifications";
+const SIGNING_KEY: &str = "e2e-signing-key-0123456789abcdef";
+
+/// The sinks' URLs and key, as docs/notifications.md has users create them.
+async fn notifications_secret(s: &Scenario, base: &str) -> anyhow::Result<()> {
+    let secret: Secret = serde_json::from_value(json!({
+        "metadata": {"name": SECRET},
+        "stringData": {
+            "webhook-url": format!("{base}/hook"),
+            "webhook-signing-key": SIGNING_KEY,
+            "slack-url": format!("{base}/slack"),
+        },
+    }))?;
+    let secrets: kube::Api<Secret> =
+        kube::Api::namespaced(s.client.clone(), &e2e_tests::operator_ns());
+    let _ = secrets.delete(SECRET, &Default::default()).await;
+    secrets.create(&Default::default(), &secret).await?;
+    Ok(())
+}
+
+/// A second experiment on the promoted target that fails its first analysis.
+async fn rolled_back(s: &Scenario) -> anyhow::Result<()> {
+    s.apply(&Exp::new(
+        "fails",
+        json!({"server": "puma", "workers": 2, "threads": 6}),
+        json!([{"metric": "latency", "quantile": 0.9, "max": "1ms"}]),
+    ))
+    .await?;
+    let e = s.progress("fails", Progress::default()).await?;
+    ensure!(
+        phase_of(&e) == Some(Phase::RolledBack),
+        "did not roll back: {}",
+        summary(Some(&e))
+    );
+    Ok(())
+}
+
+/// What each sink got, per experiment, in order: the promotion's Started, two StageAdvanced
+/// and Promoted, the rollback's Started and RolledBack (with the failing check's values and
+/// limit) — each once, though the leader changed in between, and every webhook body signed.
+async fn notified(s: &Scenario) -> anyhow::Result<()> {
+    // Delivery is asynchronous: give the last one a moment (and the retry of the first).
+    let mut got = Vec::new();
+    for _ in 0..30 {
+        got = s.received().await?;
+        let last = got.iter().rfind(|r| r.path == "/hook");
+        if last.is_some_and(|r| r.body.contains("\"RolledBack\"")) {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+    }
+    let hooks: Vec<_> = got.iter().filter(|r| r.path == "/hook").collect();
+    let slack: Vec<_> = got.iter().filter(|r| r.path == "/slack").collect();
+    // Each sink's first post was answered 503 and retried with the same delivery id.
+    for (sink, posts) in [("webhook", &hooks), ("slack", &slack)] {
+        let first = posts
+            .first()
+            .ok_or_else(|| anyhow::anyhow!("no {sink} post: {got:?}"))?;
+        ensure!(
+            first.status == 503,
+            "the receiver's first {sink} answer was {}",
+            first.status
+        );
+        let id = first.header("x-concurrency-delivery");
+        let retried = posts
+            .iter()
+            .skip(1)
+            .any(|r| r.status == 200 && r.header("x-concurrency-delivery") == id);
+        ensure!(
+            retried,
+            "the 503'd {sink} delivery {id:?} was not retried with its id: {posts:?}"
+        );
+    }
+    let mut kinds: Vec<(String, String)> = Vec::new();
+    for r in hooks.iter().filter(|r| r.status == 200) {
+        let want =
+            concurrency_operator::notify::signature(SIGNING_KEY.as_bytes(), r.body.as_bytes());
+        ensure!(
+            r.header("x-concurrency-signature") == Some(want.as_str()),
+            "bad signature {:?} on {}",
+            r.header("x-concurrency-signature"),
+            r.body
+        );
+        let body = r.json()?;
+        ensure!(body["cluster"] == "e2e", "cluster {}", body["cluster"]);
+        let name = body["experiment"]["name"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string();
+        let kind = body["kind"].as_str().unwrap_or_default().to_string();
+        ensure!(
+            r.header("x-concurrency-event") == Some(kind.as_str()),
+            "header and body kinds differ: {:?} / {kind}",
+            r.header("x-concurrency-event")
+        );
+        if kind == "RolledBack" {
+            let check = &body["checks"][0];
+            ensure!(
+                body["reason"] == "CheckFailed"
+                    && check["name"] == "latency"
+                    && check["limit"] == "max 1ms"
+                    && check["candidate"].as_f64().is_some(),
+                "RolledBack without the failing check's values: {body}"
+            );
+        }
+        kinds.push((name, kind));
+    }
+    s.log(format!("webhook: {kinds:?}"));
+    let of = |exp: &str| -> Vec<&str> {
+        kinds
+            .iter()
+            .filter(|(n, _)| n == exp)
+            .map(|(_, k)| k.as_str())
+            .collect()
+    };
+    ensure!(
+        of("failover") == ["Started", "StageAdvanced", "StageAdvanced", "Promoted"],
+        "the promotion's notifications: {:?}",
+        of("failover")
+    );
+    ensure!(
+        of("fails") == ["Started", "RolledBack"],
+        "the rollback's notifications: {:?}",
+        of("fails")
+    );
+    // Slack got the same ones, each delivered once.
+    let slack_ok: Vec<_> = slack.iter().filter(|r| r.status == 200).collect();
+    for r in &slack_ok {
+        r.json()?; // a JSON body
+    }
+    ensure!(
+        slack_ok.len() == kinds.len(),
+        "{} Slack messages for {} notifications: {slack_ok:?}",
+        slack_ok.len(),
+        kinds.len()
+    );
+    ensure!(
+        slack_ok
+            .iter()
+            .any(|r| r.body.contains("latency") && r.body.contains("max 1ms")),
+        "no Slack message names the failing check and its limit: {slack_ok:?}"
+    );
+    Ok(())
 }
 
 async fn failover(s: &Scenario) -> anyhow::Result<()> {

@@ -1,8 +1,8 @@
 //! Rollbacks the checks decide: latency, memory, GVL wait.
 
 use e2e_tests::{
-    alone, condition_true, ensure, latency_check, name_of, run, status, Exp, Phase, Progress,
-    Scenario, Target, RATE, REPLICAS,
+    alone, condition_true, deciding_check, ensure, latency_check, name_of, run, status, Exp, Phase,
+    Progress, Scenario, Target, RATE, REPLICAS,
 };
 use serde_json::json;
 
@@ -41,17 +41,8 @@ async fn rollback_with(s: &Scenario, exp: Exp, check: &str) -> anyhow::Result<()
         name_of(&decision.action) == "Rollback",
         "decision is not Rollback: {decision:?}"
     );
-    // The deciding analysis (the last Fail), not the first failing check: an earlier analysis
-    // can hold a check that failed on the candidate alone while the baseline had no samples
-    // yet (that analysis was Inconclusive for too few baseline requests).
-    let failed = st
-        .analyses
-        .iter()
-        .rev()
-        .filter(|a| name_of(&a.verdict) == "Fail")
-        .flat_map(|a| a.checks.iter())
-        .find(|c| name_of(&c.verdict) == "Fail");
-    let c = failed.ok_or_else(|| anyhow::anyhow!("no failed check in a failed analysis"))?;
+    let c = deciding_check(&e)
+        .ok_or_else(|| anyhow::anyhow!("no failed check in a failed analysis"))?;
     s.log(format!(
         "failed check: {} baseline {:?} candidate {:?} limit {}",
         c.name, c.baseline, c.candidate, c.limit

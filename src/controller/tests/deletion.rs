@@ -1,0 +1,95 @@
+//! Deleting an experiment against the fake API server: the baseline restored before the
+//! finalizer goes, and a terminating namespace letting go at once.
+
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use serde_json::json;
+
+use super::fixtures::*;
+use crate::api::ConcurrencyExperiment;
+
+fn finalizers(fake: &FakeApi) -> Vec<String> {
+    fake.get::<ConcurrencyExperiment>(EXP)
+        .unwrap()
+        .metadata
+        .finalizers
+        .unwrap_or_default()
+}
+
+fn mark_deleted(fake: &FakeApi) {
+    let mut exp: ConcurrencyExperiment = fake.get(EXP).unwrap();
+    exp.metadata.deletion_timestamp = Some(Time(jiff::Timestamp::now()));
+    fake.put(EXP, exp);
+}
+
+/// Stage 1 in force: 2 candidate pods ready, the target shrunk from 6 to its 4 ready pods.
+async fn at_stage_one_with_the_baseline_short() -> FakeApi {
+    let fake = FakeApi::default()
+        .with(EXP, with_finalizer(experiment()))
+        .with(TARGET, target(6, 6));
+    reconcile_stored(&fake).await.unwrap();
+    set_ready(&fake, CANDIDATE, 2);
+    reconcile_stored(&fake).await.unwrap();
+    set_ready(&fake, TARGET, 4);
+    fake
+}
+
+#[tokio::test]
+async fn deleting_mid_flight_restores_the_baseline_then_releases_the_finalizer() {
+    let fake = at_stage_one_with_the_baseline_short().await;
+
+    mark_deleted(&fake);
+    fake.clear_calls();
+    reconcile_stored(&fake).await.unwrap();
+    assert!(fake.lines().contains(&format!("PATCH {TARGET}")));
+    assert_eq!(
+        finalizers(&fake).len(),
+        1,
+        "held while the baseline is short"
+    );
+
+    set_ready(&fake, TARGET, 6);
+    reconcile_stored(&fake).await.unwrap();
+    assert!(fake.get::<Deployment>(CANDIDATE).is_none());
+    reconcile_stored(&fake).await.unwrap();
+    let last = fake
+        .calls()
+        .into_iter()
+        .rev()
+        .find(|c| c.method == "PATCH")
+        .unwrap();
+    assert_eq!(last.line(), format!("PATCH {EXP}"));
+    assert_eq!(
+        last.body,
+        json!([
+            {"op": "test", "path": "/metadata/finalizers/0", "value": "concurrency.dev/restore-baseline"},
+            {"op": "remove", "path": "/metadata/finalizers/0"},
+        ])
+    );
+    assert_eq!(finalizers(&fake), Vec::<String>::new());
+}
+
+#[tokio::test]
+async fn in_a_terminating_namespace_the_finalizer_goes_at_once_with_nothing_else_written() {
+    let fake = at_stage_one_with_the_baseline_short().await;
+    let mut ns = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "shop"}});
+    ns["metadata"]["deletionTimestamp"] = json!(jiff::Timestamp::now().to_string());
+    fake.put(NAMESPACE, ns);
+
+    mark_deleted(&fake);
+    // As the apiserver does: setting the deletion timestamp bumps the generation.
+    let mut exp: ConcurrencyExperiment = fake.get(EXP).unwrap();
+    exp.metadata.generation = Some(exp.metadata.generation.unwrap_or(1) + 1);
+    fake.put(EXP, exp);
+    fake.clear_calls();
+    reconcile_stored(&fake).await.unwrap();
+    // The namespace controller deletes the target and the candidate with the namespace: no
+    // scale, no status, no Event — only the finalizer's removal.
+    assert_eq!(
+        fake.lines(),
+        [format!("GET {NAMESPACE}"), format!("PATCH {EXP}")]
+    );
+    assert!(fake.event_reasons().is_empty());
+    assert_eq!(finalizers(&fake), Vec::<String>::new());
+    assert!(fake.get::<Deployment>(CANDIDATE).is_some());
+}

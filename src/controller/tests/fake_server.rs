@@ -1,0 +1,154 @@
+//! The fake API server's answers (see [`FakeApi`]): a request in, the stored objects read or
+//! changed with the API server's semantics the controller relies on, a response out.
+
+use http::{Request, Response, StatusCode};
+use kube::client::Body;
+use serde_json::{json, Value};
+
+use super::fixtures::{Call, FakeApi};
+
+/// Collections the fake answers LIST calls for.
+const LISTED: [&str; 3] = ["services", "replicasets", "pods"];
+
+impl FakeApi {
+    pub(super) async fn answer(&self, request: Request<Body>) -> Response<Body> {
+        let method = request.method().to_string();
+        let uri = request.uri().to_string();
+        let content_type = request
+            .headers()
+            .get(http::header::CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .map(String::from);
+        let bytes = request.into_body().collect_bytes().await.unwrap();
+        let body: Value = if bytes.is_empty() {
+            Value::Null
+        } else {
+            serde_json::from_slice(&bytes)
+                .unwrap_or(Value::String(String::from_utf8_lossy(&bytes).into_owned()))
+        };
+        self.calls.lock().unwrap().push(Call {
+            method: method.clone(),
+            uri: uri.clone(),
+            content_type: content_type.clone(),
+            body: body.clone(),
+        });
+        let path = uri.split('?').next().unwrap_or_default().to_string();
+        let key = path.strip_suffix("/status").unwrap_or(&path).to_string();
+        let mut objects = self.objects.lock().unwrap();
+        match method.as_str() {
+            "GET" if key.ends_with("/endpointslices") => {
+                let without = self.without_endpoints.lock().unwrap().clone();
+                let list = super::endpoints::endpoint_slices(&objects, &uri, &without);
+                json_response(StatusCode::OK, &list)
+            }
+            "GET" => match objects.get(&key) {
+                Some(obj) => json_response(StatusCode::OK, obj),
+                None if LISTED.iter().any(|r| key.ends_with(&format!("/{r}"))) => {
+                    // A list: every stored object directly under the collection path.
+                    let prefix = format!("{key}/");
+                    let items: Vec<&Value> = objects
+                        .iter()
+                        .filter(|(k, _)| k.strip_prefix(&prefix).is_some_and(|n| !n.contains('/')))
+                        .map(|(_, v)| v)
+                        .collect();
+                    json_response(StatusCode::OK, &json!({"metadata": {}, "items": items}))
+                }
+                None => status_response(StatusCode::NOT_FOUND, "NotFound", &path),
+            },
+            "DELETE" => match objects.get(&key) {
+                Some(obj)
+                    if body
+                        .pointer("/preconditions/uid")
+                        .is_some_and(|uid| Some(uid) != obj.pointer("/metadata/uid")) =>
+                {
+                    status_response(StatusCode::CONFLICT, "Conflict", &path)
+                }
+                Some(_) => {
+                    objects.remove(&key);
+                    json_response(
+                        StatusCode::OK,
+                        &json!({"kind": "Status", "status": "Success"}),
+                    )
+                }
+                None => status_response(StatusCode::NOT_FOUND, "NotFound", &path),
+            },
+            "POST" => json_response(StatusCode::CREATED, &body),
+            "PATCH" => {
+                let ct = content_type.unwrap_or_default();
+                let mut obj = objects.get(&key).cloned().unwrap_or(Value::Null);
+                if ct.starts_with("application/apply-patch") {
+                    let stored = obj.pointer("/metadata/uid").cloned();
+                    let applied = body.pointer("/metadata/uid").cloned();
+                    if stored.is_some() && applied.is_some() && stored != applied {
+                        return status_response(StatusCode::UNPROCESSABLE_ENTITY, "Invalid", &path);
+                    }
+                    let version = self.version.load(std::sync::atomic::Ordering::SeqCst);
+                    let uid = stored.unwrap_or_else(|| json!(format!("uid-{version}")));
+                    obj = body;
+                    if let Some(meta) = obj.get_mut("metadata").and_then(Value::as_object_mut) {
+                        meta.insert("uid".into(), uid);
+                    }
+                } else if ct.starts_with("application/json-patch") {
+                    let ops: json_patch::Patch =
+                        serde_json::from_value(apiserver_test_semantics(&obj, body)).unwrap();
+                    if json_patch::patch(&mut obj, &ops).is_err() {
+                        return status_response(StatusCode::UNPROCESSABLE_ENTITY, "Invalid", &path);
+                    }
+                } else {
+                    if obj.is_null() {
+                        return status_response(StatusCode::NOT_FOUND, "NotFound", &path);
+                    }
+                    let expected = body.pointer("/metadata/resourceVersion").cloned();
+                    let stored = obj.pointer("/metadata/resourceVersion").cloned();
+                    if expected.is_some() && expected != stored {
+                        return status_response(StatusCode::CONFLICT, "Conflict", &path);
+                    }
+                    json_patch::merge(&mut obj, &body);
+                }
+                // Every write is a new resourceVersion, as on a real API server.
+                let version = self
+                    .version
+                    .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                if let Some(meta) = obj.get_mut("metadata").and_then(Value::as_object_mut) {
+                    meta.insert("resourceVersion".into(), json!(version.to_string()));
+                }
+                objects.insert(key, obj.clone());
+                json_response(StatusCode::OK, &obj)
+            }
+            _ => status_response(StatusCode::METHOD_NOT_ALLOWED, "MethodNotAllowed", &path),
+        }
+    }
+}
+
+/// The API server's JSON patch `test` of `null` succeeds on a missing path (that is how a
+/// first finalizer is added safely); the json-patch crate's does not, so such tests are dropped
+/// here when the path is indeed missing.
+fn apiserver_test_semantics(obj: &Value, ops: Value) -> Value {
+    let Value::Array(ops) = ops else { return ops };
+    Value::Array(
+        ops.into_iter()
+            .filter(|op| {
+                let missing = op["path"]
+                    .as_str()
+                    .is_some_and(|p| obj.pointer(p).is_none());
+                !(op["op"] == "test" && op["value"].is_null() && missing)
+            })
+            .collect(),
+    )
+}
+
+fn json_response(code: StatusCode, value: &Value) -> Response<Body> {
+    let mut r = Response::new(Body::from(serde_json::to_vec(value).unwrap()));
+    *r.status_mut() = code;
+    r
+}
+
+fn status_response(code: StatusCode, reason: &str, path: &str) -> Response<Body> {
+    json_response(
+        code,
+        &json!({
+            "kind": "Status", "apiVersion": "v1", "status": "Failure",
+            "message": format!("{path}: {reason}"), "reason": reason, "code": code.as_u16(),
+        }),
+    )
+}
