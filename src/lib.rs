@@ -27,6 +27,8 @@ pub mod notify;
 pub mod plan;
 pub mod prometheus;
 pub mod telemetry;
+#[cfg(test)]
+mod test_api;
 pub mod traffic;
 pub mod webhook;
 pub mod workload;

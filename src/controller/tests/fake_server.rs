@@ -1,11 +1,12 @@
 //! The fake API server's answers (see [`FakeApi`]): a request in, the stored objects read or
 //! changed with the API server's semantics the controller relies on, a response out.
 
-use http::{Request, Response, StatusCode};
+use http::{Request, Response};
 use kube::client::Body;
 use serde_json::{json, Value};
 
 use super::fixtures::{Call, FakeApi};
+use crate::test_api::{json_response, status_response};
 
 /// Collections the fake answers LIST calls for.
 const LISTED: [&str; 3] = ["services", "replicasets", "pods"];
@@ -39,10 +40,10 @@ impl FakeApi {
             "GET" if key.ends_with("/endpointslices") => {
                 let without = self.without_endpoints.lock().unwrap().clone();
                 let list = super::endpoints::endpoint_slices(&objects, &uri, &without);
-                json_response(StatusCode::OK, &list)
+                json_response(200, &list)
             }
             "GET" => match objects.get(&key) {
-                Some(obj) => json_response(StatusCode::OK, obj),
+                Some(obj) => json_response(200, obj),
                 None if LISTED.iter().any(|r| key.ends_with(&format!("/{r}"))) => {
                     // A list: every stored object directly under the collection path.
                     let prefix = format!("{key}/");
@@ -51,9 +52,9 @@ impl FakeApi {
                         .filter(|(k, _)| k.strip_prefix(&prefix).is_some_and(|n| !n.contains('/')))
                         .map(|(_, v)| v)
                         .collect();
-                    json_response(StatusCode::OK, &json!({"metadata": {}, "items": items}))
+                    json_response(200, &json!({"metadata": {}, "items": items}))
                 }
-                None => status_response(StatusCode::NOT_FOUND, "NotFound", &path),
+                None => status_response(404, "NotFound", &format!("{path}: NotFound")),
             },
             "DELETE" => match objects.get(&key) {
                 Some(obj)
@@ -61,18 +62,15 @@ impl FakeApi {
                         .pointer("/preconditions/uid")
                         .is_some_and(|uid| Some(uid) != obj.pointer("/metadata/uid")) =>
                 {
-                    status_response(StatusCode::CONFLICT, "Conflict", &path)
+                    status_response(409, "Conflict", &format!("{path}: Conflict"))
                 }
                 Some(_) => {
                     objects.remove(&key);
-                    json_response(
-                        StatusCode::OK,
-                        &json!({"kind": "Status", "status": "Success"}),
-                    )
+                    json_response(200, &json!({"kind": "Status", "status": "Success"}))
                 }
-                None => status_response(StatusCode::NOT_FOUND, "NotFound", &path),
+                None => status_response(404, "NotFound", &format!("{path}: NotFound")),
             },
-            "POST" => json_response(StatusCode::CREATED, &body),
+            "POST" => json_response(201, &body),
             "PATCH" => {
                 let ct = content_type.unwrap_or_default();
                 let mut obj = objects.get(&key).cloned().unwrap_or(Value::Null);
@@ -80,7 +78,7 @@ impl FakeApi {
                     let stored = obj.pointer("/metadata/uid").cloned();
                     let applied = body.pointer("/metadata/uid").cloned();
                     if stored.is_some() && applied.is_some() && stored != applied {
-                        return status_response(StatusCode::UNPROCESSABLE_ENTITY, "Invalid", &path);
+                        return status_response(422, "Invalid", &format!("{path}: Invalid"));
                     }
                     let version = self.version.load(std::sync::atomic::Ordering::SeqCst);
                     let uid = stored.unwrap_or_else(|| json!(format!("uid-{version}")));
@@ -92,16 +90,16 @@ impl FakeApi {
                     let ops: json_patch::Patch =
                         serde_json::from_value(apiserver_test_semantics(&obj, body)).unwrap();
                     if json_patch::patch(&mut obj, &ops).is_err() {
-                        return status_response(StatusCode::UNPROCESSABLE_ENTITY, "Invalid", &path);
+                        return status_response(422, "Invalid", &format!("{path}: Invalid"));
                     }
                 } else {
                     if obj.is_null() {
-                        return status_response(StatusCode::NOT_FOUND, "NotFound", &path);
+                        return status_response(404, "NotFound", &format!("{path}: NotFound"));
                     }
                     let expected = body.pointer("/metadata/resourceVersion").cloned();
                     let stored = obj.pointer("/metadata/resourceVersion").cloned();
                     if expected.is_some() && expected != stored {
-                        return status_response(StatusCode::CONFLICT, "Conflict", &path);
+                        return status_response(409, "Conflict", &format!("{path}: Conflict"));
                     }
                     json_patch::merge(&mut obj, &body);
                 }
@@ -113,9 +111,13 @@ impl FakeApi {
                     meta.insert("resourceVersion".into(), json!(version.to_string()));
                 }
                 objects.insert(key, obj.clone());
-                json_response(StatusCode::OK, &obj)
+                json_response(200, &obj)
             }
-            _ => status_response(StatusCode::METHOD_NOT_ALLOWED, "MethodNotAllowed", &path),
+            _ => status_response(
+                405,
+                "MethodNotAllowed",
+                &format!("{path}: MethodNotAllowed"),
+            ),
         }
     }
 }
@@ -134,21 +136,5 @@ fn apiserver_test_semantics(obj: &Value, ops: Value) -> Value {
                 !(op["op"] == "test" && op["value"].is_null() && missing)
             })
             .collect(),
-    )
-}
-
-fn json_response(code: StatusCode, value: &Value) -> Response<Body> {
-    let mut r = Response::new(Body::from(serde_json::to_vec(value).unwrap()));
-    *r.status_mut() = code;
-    r
-}
-
-fn status_response(code: StatusCode, reason: &str, path: &str) -> Response<Body> {
-    json_response(
-        code,
-        &json!({
-            "kind": "Status", "apiVersion": "v1", "status": "Failure",
-            "message": format!("{path}: {reason}"), "reason": reason, "code": code.as_u16(),
-        }),
     )
 }

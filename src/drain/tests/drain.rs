@@ -10,6 +10,7 @@ use kube::Client;
 use serde_json::{json, Value};
 
 use crate::drain::*;
+use crate::test_api::{api_status, json_response};
 
 const GROUP: &str = "/apis/concurrency.dev/v1alpha1";
 
@@ -93,13 +94,10 @@ impl Mock {
                     Some(body) => (200, body),
                     None => (
                         500,
-                        json!({"kind": "Status", "apiVersion": "v1", "status": "Failure",
-                                         "message": format!("unscripted {line}"), "code": 500}),
+                        api_status(500, "InternalError", &format!("unscripted {line}")),
                     ),
                 };
-                let mut response = Response::new(Body::from(serde_json::to_vec(&body).unwrap()));
-                *response.status_mut() = http::StatusCode::from_u16(code).unwrap();
-                send.send_response(response);
+                send.send_response(json_response(code, &body));
             }
         });
         (Client::new(service, "default"), server)
@@ -272,8 +270,7 @@ async fn an_experiment_that_never_goes_times_out_by_name() {
         .on(
             "DELETE",
             &format!("{shop}/gone"),
-            vec![json!({"kind": "Status", "apiVersion": "v1",
-            "status": "Failure", "reason": "NotFound", "message": "gone", "code": 404})],
+            vec![api_status(404, "NotFound", "gone")],
         );
     let (client, server) = mock.client();
     let err = drain(client, &config(&["shop"], 60), |_| {})

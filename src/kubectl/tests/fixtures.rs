@@ -14,6 +14,7 @@ use jiff::Timestamp;
 
 use crate::api::ConcurrencyExperiment;
 use crate::kubectl::Session;
+use crate::test_api::{api_status, status_response};
 
 pub const NS: &str = "shop";
 pub const EXPERIMENTS: &str =
@@ -225,10 +226,7 @@ pub fn deployment_json(cpu: Option<&str>) -> Value {
 
 /// The API server's Status for a failed request, as a real one writes it.
 pub fn status(code: u16, reason: &str, message: &str, name: Option<&str>) -> Value {
-    let mut v = json!({
-        "kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
-        "message": message, "reason": reason, "code": code,
-    });
+    let mut v = api_status(code, reason, message);
     if let Some(name) = name {
         v["details"] =
             json!({"name": name, "group": "concurrency.dev", "kind": "concurrencyexperiments"});
@@ -338,20 +336,11 @@ pub fn scripted(script: Vec<Exchange>) -> (Session, Arc<Mutex<Vec<Seen>>>, JoinH
                     *r.status_mut() = StatusCode::from_u16(e.code).unwrap();
                     r
                 }
-                other => {
-                    let mut r = Response::new(Body::from(
-                        status(
-                            500,
-                            "InternalError",
-                            &format!("unexpected call, expected {other:?}"),
-                            None,
-                        )
-                        .to_string()
-                        .into_bytes(),
-                    ));
-                    *r.status_mut() = StatusCode::INTERNAL_SERVER_ERROR;
-                    r
-                }
+                other => status_response(
+                    500,
+                    "InternalError",
+                    &format!("unexpected call, expected {other:?}"),
+                ),
             };
             send.send_response(response);
         }

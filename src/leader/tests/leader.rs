@@ -5,7 +5,7 @@
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use http::{Method, Request, Response, StatusCode};
+use http::{Method, Request, Response};
 use http_body_util::BodyExt;
 use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
@@ -15,6 +15,7 @@ use serde_json::{json, Value};
 use tokio::sync::watch;
 
 use crate::leader::*;
+use crate::test_api::{json_response, status_response};
 
 const NS: &str = "ops";
 const LEASE: &str = "concurrency-operator";
@@ -46,8 +47,8 @@ impl FakeApi {
             (Method::GET, p) if p == item => {
                 self.calls.push("GET".into());
                 match &self.lease {
-                    Some(lease) => reply(StatusCode::OK, lease),
-                    None => status(StatusCode::NOT_FOUND, "NotFound"),
+                    Some(lease) => json_response(200, lease),
+                    None => status_response(404, "NotFound", "NotFound"),
                 }
             }
             (Method::POST, PATH) => {
@@ -56,7 +57,7 @@ impl FakeApi {
                 assert_eq!(lease["metadata"]["name"], LEASE);
                 lease["metadata"]["resourceVersion"] = json!("1");
                 self.lease = Some(lease.clone());
-                reply(StatusCode::CREATED, &lease)
+                json_response(201, &lease)
             }
             (Method::PATCH, p) if p == item => {
                 let kind = match content_type {
@@ -66,7 +67,7 @@ impl FakeApi {
                 };
                 self.calls.push(format!("PATCH {kind}"));
                 if std::mem::take(&mut self.fail_next_patch) {
-                    return status(StatusCode::INTERNAL_SERVER_ERROR, "InternalError");
+                    return status_response(500, "InternalError", "InternalError");
                 }
                 let patch: Value = serde_json::from_slice(body).unwrap();
                 let lease = self.lease.as_mut().expect("patch of a Lease that exists");
@@ -82,25 +83,11 @@ impl FakeApi {
                         spec.insert(k.clone(), v.clone());
                     }
                 }
-                reply(StatusCode::OK, lease)
+                json_response(200, lease)
             }
             _ => panic!("unexpected call {method} {path}"),
         }
     }
-}
-
-fn reply(code: StatusCode, value: &Value) -> Response<Body> {
-    Response::builder()
-        .status(code)
-        .header("content-type", "application/json")
-        .body(Body::from(serde_json::to_vec(value).unwrap()))
-        .unwrap()
-}
-
-fn status(code: StatusCode, reason: &str) -> Response<Body> {
-    let body = json!({"kind": "Status", "apiVersion": "v1", "status": "Failure",
-        "message": reason, "reason": reason, "code": code.as_u16()});
-    reply(code, &body)
 }
 
 /// A client whose every request is answered by `api`.
