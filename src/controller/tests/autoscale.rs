@@ -8,7 +8,7 @@ use k8s_openapi::api::apps::v1::Deployment;
 use serde_json::{json, Value};
 
 use super::fixtures::*;
-use super::promote::{fake_prometheus, let_an_hour_pass};
+use super::promote::{fake_prometheus, let_an_hour_pass, reconcile_until, status_of};
 use crate::api::{ConcurrencyExperiment, Phase};
 
 const HPA: &str = "/apis/autoscaling/v2/namespaces/shop/horizontalpodautoscalers/storefront";
@@ -36,14 +36,7 @@ async fn an_autoscaled_target_is_promoted_around_its_hpa_which_is_never_written(
         .with(EXP, exp)
         .with(TARGET, target(6, 6))
         .with(HPA, user_hpa());
-    for _ in 0..30 {
-        reconcile_stored(&fake).await.unwrap();
-        if stored_phase(&fake) == Phase::Succeeded {
-            break;
-        }
-        let_an_hour_pass(&fake);
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
+    reconcile_until(&fake, |e| status_of(e).phase == Phase::Succeeded).await;
     let exp: ConcurrencyExperiment = fake.get(EXP).unwrap();
     let status = exp.status.unwrap();
     assert_eq!(status.phase, Phase::Succeeded, "{:?}", status.message);

@@ -79,14 +79,7 @@ async fn passing_analyses_promote_the_candidate_into_the_target() {
     let mut exp = with_finalizer(experiment());
     exp.spec.analysis.prometheus.url = fake_prometheus("100").await;
     let fake = FakeApi::default().with(EXP, exp).with(TARGET, target(6, 6));
-    for _ in 0..30 {
-        reconcile_stored(&fake).await.unwrap();
-        if stored_phase(&fake) == Phase::Succeeded {
-            break;
-        }
-        let_an_hour_pass(&fake);
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
+    reconcile_until(&fake, |e| status_of(e).phase == Phase::Succeeded).await;
     let exp: ConcurrencyExperiment = fake.get(EXP).unwrap();
     let status = exp.status.unwrap();
     assert_eq!(status.phase, Phase::Succeeded, "{:?}", status.message);
