@@ -257,6 +257,10 @@ pub struct OriginalState {
     /// and nothing else changed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub promoted_template_hash: Option<String>,
+    /// At 100 % with the `replicas` router under an HPA: the candidate size the HPA's rule
+    /// asked for (Event `CandidateAutoscaled`). `replicas` follows it as those pods get ready.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub autoscaled_replicas: Option<i32>,
 }
 
 /// `status.freshBaseline`: the fresh baseline's Deployment while it runs, and what pod age

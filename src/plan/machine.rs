@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use super::ctx::Ctx;
-use super::observations::{EventType, Observations, Step};
+use super::observations::{Action, EventType, Observations, Step};
 use super::validate::{validate, Timing};
 use super::{approval, external, finish, progress, retry, scale_down, select, timing};
 use crate::api::reason::DecisionReason;
@@ -241,10 +241,14 @@ pub fn carries_the_whole_load(
 
 /// At 100 % with the `replicas` router the target is at 0 replicas, where its HPA does not act,
 /// and the candidate carries the whole load. So the HPA's rule is applied here, to the
-/// candidate's pods (`Autoscaler::candidate_need`): a rise in load raises `original.replicas`
-/// (at most the HPA's `maxReplicas`), the size the candidate gets at 100 % and a promotion or
-/// rollback restores. Only rises: a fall waits for the HPA, back in charge once the target is
-/// above 0 again — the experiment never takes capacity away.
+/// candidate's pods (`Autoscaler::candidate_need`): a rise in load grows the candidate (at most
+/// the HPA's `maxReplicas`; `original.autoscaledReplicas`), and each new pod, once ready,
+/// raises `original.replicas` — the size the candidate keeps at 100 % and a promotion or
+/// rollback restores. Not before: the router keeps `original.replicas` − the candidate's ready
+/// pods on the target, so a size raised ahead would start baseline pods for capacity the
+/// candidate never lost (and wake the HPA on a target above 0). Only rises: a fall waits for
+/// the HPA, back in charge once the target is above 0 again — the experiment never takes
+/// capacity away.
 fn follow_load_at_full(cx: &mut Ctx) {
     let Some(hpa) = cx.obs.autoscaler.clone() else {
         return;
@@ -253,21 +257,46 @@ fn follow_load_at_full(cx: &mut Ctx) {
         return;
     }
     cx.wait(AUTOSCALE_PERIOD);
-    let (Some(need), Some(original)) = (hpa.candidate_need, cx.status.original.as_mut()) else {
+    let Some((size, ready)) = cx
+        .obs
+        .candidate
+        .as_ref()
+        .map(|c| (c.replicas, c.ready_replicas))
+    else {
         return;
     };
-    let to = need.replicas.min(hpa.max_replicas);
-    if to <= original.replicas {
+    let Some(original) = cx.status.original.as_mut() else {
         return;
+    };
+    let asked = original.autoscaled_replicas.unwrap_or(0);
+    original.replicas = original.replicas.max(ready.min(size).min(asked));
+    let to = hpa
+        .candidate_need
+        .as_ref()
+        .map_or(0, |n| n.replicas.min(hpa.max_replicas));
+    let from = size.max(original.replicas).max(asked);
+    if to > from {
+        original.autoscaled_replicas = Some(to);
+        if let Some(need) = &hpa.candidate_need {
+            let msg = format!(
+                "At 100 % Deployment {} is at 0 replicas, where HorizontalPodAutoscaler {} does \
+                 not act; by its rule ({}) the candidate needs {} pods: scaling it from {from} to \
+                 {to} (at most maxReplicas {}); once they are ready, that is the size a \
+                 promotion or rollback gives the target.",
+                cx.spec.target_ref.name, hpa.name, need.because, need.replicas, hpa.max_replicas
+            );
+            cx.event(EventType::Normal, "CandidateAutoscaled", msg);
+        }
     }
-    let from = std::mem::replace(&mut original.replicas, to);
-    let msg = format!(
-        "At 100 % Deployment {} is at 0 replicas, where HorizontalPodAutoscaler {} does not act; \
-         by its rule ({}) the candidate needs {} pods: scaling it from {from} to {to} (at most \
-         maxReplicas {}), the size a promotion or rollback gives the target.",
-        cx.spec.target_ref.name, hpa.name, need.because, need.replicas, hpa.max_replicas
-    );
-    cx.event(EventType::Normal, "CandidateAutoscaled", msg);
+    // Asked again until the candidate has it (a failed write, a restart in between).
+    let asked = cx
+        .status
+        .original
+        .as_ref()
+        .and_then(|o| o.autoscaled_replicas);
+    if let Some(asked) = asked.filter(|a| *a > size) {
+        cx.actions.push(Action::EnsureCandidate { replicas: asked });
+    }
 }
 
 /// Objects by the names this experiment writes exist and are not its own (`not_ours`): it
@@ -336,6 +365,7 @@ fn pending(cx: &mut Ctx, t: &Timing) {
             template_hash: Some(target.template_hash.clone()),
             // Recorded by `external::remember`, like the route by `remember_route`.
             promoted_template_hash: None,
+            autoscaled_replicas: None,
         });
     }
     cx.update_variants();

@@ -161,10 +161,23 @@ fn at_100_the_candidate_follows_a_rise_by_the_hpa_s_rule_and_the_target_comes_ba
         actions.contains(&Action::EnsureCandidate { replicas: 8 }),
         "{actions:?}"
     );
-    // Until the 3 new pods are ready, baseline pods cover them (the HPA, active again on a
-    // target above 0, may size it for the whole load meanwhile); then the candidate alone.
+    // No baseline pods for the 3 new ones: the 5 ready still carry the load, and a target
+    // above 0 would wake its HPA. The size to restore rises as they get ready.
     assert!(
-        actions.contains(&Action::ScaleTarget { replicas: 3 }),
+        !actions
+            .iter()
+            .any(|a| matches!(a, Action::ScaleTarget { .. })),
+        "{actions:?}"
+    );
+    assert_eq!(run.status.original.as_ref().unwrap().replicas, 5);
+    // That write lost (or the operator restarted before it landed): asked again, not said again.
+    let c = run.world.candidate.as_mut().unwrap();
+    (c.replicas, c.ready_replicas) = (5, 5);
+    run.now += 15;
+    run.tick(Some(Verdict::Pass));
+    let actions = &run.last.as_ref().unwrap().actions;
+    assert!(
+        actions.contains(&Action::EnsureCandidate { replicas: 8 }),
         "{actions:?}"
     );
     run.now += 15;
