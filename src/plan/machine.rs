@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use super::ctx::Ctx;
-use super::observations::{Action, EventType, Observations, Step};
+use super::observations::{EventType, Observations, Step};
 use super::validate::{validate, Timing};
 use super::{approval, external, finish, progress, retry, scale_down, select, timing};
 use crate::api::reason::DecisionReason;
@@ -242,7 +242,8 @@ pub fn carries_the_whole_load(
 /// At 100 % with the `replicas` router the target is at 0 replicas, where its HPA does not act,
 /// and the candidate carries the whole load. So the HPA's rule is applied here, to the
 /// candidate's pods (`Autoscaler::candidate_need`): a rise in load grows the candidate (at most
-/// the HPA's `maxReplicas`; `original.autoscaledReplicas`), and each new pod, once ready,
+/// the HPA's `maxReplicas`; `original.autoscaledReplicas`, which the stage's split gives the
+/// candidate: `readiness::split`), and each new pod, once ready,
 /// raises `original.replicas` — the size the candidate keeps at 100 % and a promotion or
 /// rollback restores. Not before: the router keeps `original.replicas` − the candidate's ready
 /// pods on the target, so a size raised ahead would start baseline pods for capacity the
@@ -287,15 +288,6 @@ fn follow_load_at_full(cx: &mut Ctx) {
             );
             cx.event(EventType::Normal, "CandidateAutoscaled", msg);
         }
-    }
-    // Asked again until the candidate has it (a failed write, a restart in between).
-    let asked = cx
-        .status
-        .original
-        .as_ref()
-        .and_then(|o| o.autoscaled_replicas);
-    if let Some(asked) = asked.filter(|a| *a > size) {
-        cx.actions.push(Action::EnsureCandidate { replicas: asked });
     }
 }
 

@@ -11,7 +11,17 @@ use crate::traffic::ReplicaSplit;
 /// at a last stage of 100 % until an analysis there passed — the target is not scaled to 0
 /// before the candidate carried the full share through a passing analysis.
 pub fn split(cx: &Ctx, index: usize) -> ReplicaSplit {
-    let split = cx.split(cx.stage_weight(index));
+    let mut split = cx.split(cx.stage_weight(index));
+    // At 100 % under an HPA the candidate grows by the HPA's rule ahead of `original.replicas`,
+    // which follows its ready pods (`machine::follow_load_at_full`).
+    let grown = cx
+        .status
+        .original
+        .as_ref()
+        .and_then(|o| o.autoscaled_replicas);
+    if let Some(grown) = grown.filter(|_| cx.stage_weight(index) == 100) {
+        split.candidate = split.candidate.max(grown);
+    }
     if standby_kept(cx, index) {
         cx.spec.traffic.router.with_standby(split, cx.sizing())
     } else {
