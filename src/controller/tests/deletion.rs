@@ -22,18 +22,6 @@ fn mark_deleted(fake: &FakeApi) {
     fake.put(EXP, exp);
 }
 
-/// Stage 1 in force: 2 candidate pods ready, the target shrunk from 6 to its 4 ready pods.
-async fn at_stage_one_with_the_baseline_short() -> FakeApi {
-    let fake = FakeApi::default()
-        .with(EXP, with_finalizer(experiment()))
-        .with(TARGET, target(6, 6));
-    reconcile_stored(&fake).await.unwrap();
-    set_ready(&fake, CANDIDATE, 2);
-    reconcile_stored(&fake).await.unwrap();
-    set_ready(&fake, TARGET, 4);
-    fake
-}
-
 #[tokio::test]
 async fn deleting_mid_flight_restores_the_baseline_then_releases_the_finalizer() {
     let fake = at_stage_one_with_the_baseline_short().await;

@@ -148,6 +148,18 @@ pub fn set_ready(fake: &FakeApi, path: &str, ready: i32) {
     fake.put(path, d);
 }
 
+/// Stage 1 in force: 2 candidate pods ready, the target shrunk from 6 to its 4 ready pods.
+pub async fn at_stage_one_with_the_baseline_short() -> FakeApi {
+    let fake = FakeApi::default()
+        .with(EXP, with_finalizer(experiment()))
+        .with(TARGET, target(6, 6));
+    reconcile_stored(&fake).await.unwrap();
+    set_ready(&fake, CANDIDATE, 2);
+    reconcile_stored(&fake).await.unwrap();
+    set_ready(&fake, TARGET, 4);
+    fake
+}
+
 /// One request as the fake API server saw it.
 #[derive(Clone, Debug)]
 pub struct Call {

@@ -77,14 +77,8 @@ async fn a_foreign_candidate_makes_a_pending_experiment_invalid_and_is_never_tou
 
 #[tokio::test]
 async fn a_candidate_replaced_mid_flight_is_rolled_back_around_never_patched_or_deleted() {
-    let fake = FakeApi::default()
-        .with(EXP, with_finalizer(experiment()))
-        .with(TARGET, target(6, 6));
     // Stage 1 in force: our candidate (2 pods), the target at 4.
-    reconcile_stored(&fake).await.unwrap();
-    set_ready(&fake, CANDIDATE, 2);
-    reconcile_stored(&fake).await.unwrap();
-    set_ready(&fake, TARGET, 4);
+    let fake = at_stage_one_with_the_baseline_short().await;
     reconcile_stored(&fake).await.unwrap();
     assert_eq!(stored_phase(&fake), Phase::Progressing);
     let ours: Deployment = fake.get(CANDIDATE).unwrap();
