@@ -38,10 +38,29 @@ fn field_path(pointer: &str) -> String {
     out
 }
 
+/// `schema` as the apiserver types it: `x-kubernetes-int-or-string: true` means an integer or
+/// a string (the generated `anyOf` branches are left empty in a structural schema), so a
+/// bare `0.05` is refused there as it is by the apiserver.
+fn as_the_apiserver_types_it(schema: &mut Value) {
+    if let Value::Object(map) = schema {
+        if map.get("x-kubernetes-int-or-string") == Some(&Value::Bool(true)) {
+            map.insert(
+                "anyOf".into(),
+                serde_json::json!([{"type": "integer"}, {"type": "string"}]),
+            );
+        }
+        map.values_mut().for_each(as_the_apiserver_types_it);
+    } else if let Value::Array(items) = schema {
+        items.iter_mut().for_each(as_the_apiserver_types_it);
+    }
+}
+
 /// Every reason the apiserver would give for refusing `object`, each starting with the field.
 fn refusals(object: &Value) -> Vec<String> {
     let schema = openapi_schema();
-    let validator = jsonschema::validator_for(&schema).unwrap();
+    let mut typed = schema.clone();
+    as_the_apiserver_types_it(&mut typed);
+    let validator = jsonschema::validator_for(&typed).unwrap();
     let mut errors: Vec<String> = validator
         .iter_errors(object)
         .map(|e| {
