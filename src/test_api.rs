@@ -2,7 +2,7 @@
 //! kubectl-concurrency's scripted one, leader election's and the drain's): a JSON response and
 //! the API server's `Status` body for a failed request, built the way a real one writes them.
 
-use http::{Response, StatusCode};
+use http::{Request, Response, StatusCode};
 use kube::client::Body;
 use serde_json::{json, Value};
 
@@ -26,4 +26,13 @@ pub fn api_status(code: u16, reason: &str, message: &str) -> Value {
 /// [`api_status`] as a response.
 pub fn status_response(code: u16, reason: &str, message: &str) -> Response<Body> {
     json_response(code, &api_status(code, reason, message))
+}
+
+/// The request's `Content-Type`, as the mocked servers record it.
+pub fn content_type<B>(request: &Request<B>) -> Option<String> {
+    request
+        .headers()
+        .get(http::header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .map(String::from)
 }

@@ -271,24 +271,23 @@ fn follow_load_at_full(cx: &mut Ctx) {
     };
     let asked = original.autoscaled_replicas.unwrap_or(0);
     original.replicas = original.replicas.max(ready.min(size).min(asked));
-    let to = hpa
-        .candidate_need
-        .as_ref()
-        .map_or(0, |n| n.replicas.min(hpa.max_replicas));
+    let Some(need) = hpa.candidate_need.as_ref() else {
+        return;
+    };
+    let to = need.replicas.min(hpa.max_replicas);
     let from = size.max(original.replicas).max(asked);
-    if to > from {
-        original.autoscaled_replicas = Some(to);
-        if let Some(need) = &hpa.candidate_need {
-            let msg = format!(
-                "At 100 % Deployment {} is at 0 replicas, where HorizontalPodAutoscaler {} does \
-                 not act; by its rule ({}) the candidate needs {} pods: scaling it from {from} to \
-                 {to} (at most maxReplicas {}); once they are ready, that is the size a \
-                 promotion or rollback gives the target.",
-                cx.spec.target_ref.name, hpa.name, need.because, need.replicas, hpa.max_replicas
-            );
-            cx.event(EventType::Normal, "CandidateAutoscaled", msg);
-        }
+    if to <= from {
+        return;
     }
+    original.autoscaled_replicas = Some(to);
+    let msg = format!(
+        "At 100 % Deployment {} is at 0 replicas, where HorizontalPodAutoscaler {} does not act; \
+         by its rule ({}) the candidate needs {} pods: scaling it from {from} to {to} (at most \
+         maxReplicas {}); once they are ready, that is the size a promotion or rollback gives \
+         the target.",
+        cx.spec.target_ref.name, hpa.name, need.because, need.replicas, hpa.max_replicas
+    );
+    cx.event(EventType::Normal, "CandidateAutoscaled", msg);
 }
 
 /// Objects by the names this experiment writes exist and are not its own (`not_ours`): it

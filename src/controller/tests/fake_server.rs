@@ -6,7 +6,7 @@ use kube::client::Body;
 use serde_json::{json, Value};
 
 use super::fixtures::{Call, FakeApi};
-use crate::test_api::{json_response, status_response};
+use crate::test_api::{content_type, json_response, status_response};
 
 /// Collections the fake answers LIST calls for.
 const LISTED: [&str; 3] = ["services", "replicasets", "pods"];
@@ -15,11 +15,7 @@ impl FakeApi {
     pub(super) async fn answer(&self, request: Request<Body>) -> Response<Body> {
         let method = request.method().to_string();
         let uri = request.uri().to_string();
-        let content_type = request
-            .headers()
-            .get(http::header::CONTENT_TYPE)
-            .and_then(|v| v.to_str().ok())
-            .map(String::from);
+        let content_type = content_type(&request);
         let bytes = request.into_body().collect_bytes().await.unwrap();
         let body: Value = if bytes.is_empty() {
             Value::Null

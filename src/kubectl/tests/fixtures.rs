@@ -14,7 +14,7 @@ use jiff::Timestamp;
 
 use crate::api::ConcurrencyExperiment;
 use crate::kubectl::Session;
-use crate::test_api::{api_status, status_response};
+use crate::test_api::{api_status, content_type, status_response};
 
 pub const NS: &str = "shop";
 pub const EXPERIMENTS: &str =
@@ -316,11 +316,7 @@ pub fn scripted(script: Vec<Exchange>) -> (Session, Arc<Mutex<Vec<Seen>>>, JoinH
             let method = request.method().to_string();
             let path = request.uri().path().to_string();
             let query = request.uri().query().unwrap_or_default().to_string();
-            let content_type = request
-                .headers()
-                .get(http::header::CONTENT_TYPE)
-                .and_then(|v| v.to_str().ok())
-                .map(String::from);
+            let content_type = content_type(&request);
             let bytes = request.into_body().collect_bytes().await.unwrap();
             let body = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
             record.lock().unwrap().push(Seen {
