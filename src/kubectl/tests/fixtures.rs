@@ -14,6 +14,8 @@ use jiff::Timestamp;
 
 use crate::api::ConcurrencyExperiment;
 use crate::kubectl::Session;
+
+pub use super::prometheus::canned_prometheus;
 use crate::test_api::{api_status, content_type, status_response};
 
 pub const NS: &str = "shop";
@@ -350,87 +352,6 @@ pub fn scripted(script: Vec<Exchange>) -> (Session, Arc<Mutex<Vec<Seen>>>, JoinH
 
 pub fn lines(seen: &Arc<Mutex<Vec<Seen>>>) -> Vec<String> {
     seen.lock().unwrap().iter().map(Seen::line).collect()
-}
-
-/// A Prometheus that answers every instant query by the first `(fragment, value)` whose
-/// fragment the query contains: `Some(v)` a one-sample vector, `None` an empty one (no data).
-pub async fn canned_prometheus(
-    answers: Vec<(&'static str, Option<f64>)>,
-) -> (String, Arc<Mutex<Vec<String>>>) {
-    use http_body_util::Full;
-    use hyper::body::Bytes;
-    use hyper_util::rt::TokioIo;
-
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let url = format!("http://{}", listener.local_addr().unwrap());
-    let queries: Arc<Mutex<Vec<String>>> = Arc::default();
-    let record = queries.clone();
-    let answers = Arc::new(answers);
-    tokio::spawn(async move {
-        while let Ok((stream, _)) = listener.accept().await {
-            let answers = answers.clone();
-            let record = record.clone();
-            tokio::spawn(async move {
-                let svc = hyper::service::service_fn(move |req: Request<hyper::body::Incoming>| {
-                    let query = req
-                        .uri()
-                        .query()
-                        .unwrap_or_default()
-                        .split('&')
-                        .find_map(|kv| kv.strip_prefix("query="))
-                        .map(url_decode)
-                        .unwrap_or_default();
-                    record.lock().unwrap().push(query.clone());
-                    let value = answers
-                        .iter()
-                        .find(|(fragment, _)| query.contains(fragment))
-                        .and_then(|(_, v)| *v);
-                    let result = match value {
-                        Some(v) => json!([{"metric": {}, "value": [1764464400, v.to_string()]}]),
-                        None => json!([]),
-                    };
-                    let body = json!({"status": "success", "data": {"resultType": "vector", "result": result}});
-                    async move {
-                        let mut r = Response::new(Full::new(Bytes::from(body.to_string())));
-                        r.headers_mut().insert(
-                            http::header::CONTENT_TYPE,
-                            http::HeaderValue::from_static("application/json"),
-                        );
-                        Ok::<_, std::convert::Infallible>(r)
-                    }
-                });
-                let _ = hyper::server::conn::http1::Builder::new()
-                    .serve_connection(TokioIo::new(stream), svc)
-                    .await;
-            });
-        }
-    });
-    (url, queries)
-}
-
-/// `application/x-www-form-urlencoded` decoding of one value.
-fn url_decode(s: &str) -> String {
-    let bytes = s.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        match bytes[i] {
-            b'+' => out.push(b' '),
-            b'%' if i + 2 < bytes.len() => {
-                let hex = std::str::from_utf8(&bytes[i + 1..i + 3]).unwrap_or("");
-                match u8::from_str_radix(hex, 16) {
-                    Ok(b) => {
-                        out.push(b);
-                        i += 2;
-                    }
-                    Err(_) => out.push(b'%'),
-                }
-            }
-            b => out.push(b),
-        }
-        i += 1;
-    }
-    String::from_utf8_lossy(&out).into_owned()
 }
 
 /// `experiment_detail(&progressing(), now())`, exactly.

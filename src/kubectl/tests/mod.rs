@@ -9,6 +9,7 @@ mod fixtures;
 mod get;
 mod history;
 mod init;
+mod prometheus;
 mod recommend;
 mod render;
 mod selection;
