@@ -60,9 +60,13 @@ pub enum Command {
 pub struct GetArgs {
     /// The experiment; without it, one line per experiment in the namespace.
     pub name: Option<String>,
-    /// Keep watching and print again whenever the status changes.
+    /// Keep watching: for one experiment, a line per change (phase, weight, each analysis,
+    /// the decision) until it has finished; for the namespace, a line per status change.
     #[arg(short = 'w', long)]
     pub watch: bool,
+    /// With `-w NAME`: give up after this long (exit code 1), e.g. `10m`.
+    #[arg(long, requires = "watch", requires = "name", value_parser = duration)]
+    pub timeout: Option<Duration>,
 }
 
 #[derive(Args, Debug, Clone)]

@@ -1,8 +1,10 @@
 //! `get [NAME] [-w]`: one experiment in detail, or one line per experiment; `-w` follows a
-//! watch on the API server and prints again when a status changes (never polls).
+//! watch on the API server (never polls): for one experiment a line per change until it has
+//! finished, for the namespace a line per experiment whose status changes.
 
 use std::collections::BTreeMap;
 use std::io::Write;
+use std::time::Duration;
 
 use futures::{StreamExt, TryStreamExt};
 use jiff::Timestamp;
@@ -11,9 +13,10 @@ use kube::runtime::{watcher, WatchStreamExt};
 use kube::{Api, ResourceExt};
 
 use super::cli::GetArgs;
+use super::follow;
 use super::render::{experiment_detail, experiment_list, line, list_row, Table, LIST_HEADER};
 use super::{api_error, Op, PluginError, Session};
-use crate::api::ConcurrencyExperiment;
+use crate::api::{ConcurrencyExperiment, ANNOTATION_RETRY};
 
 pub async fn run(
     session: &Session,
@@ -25,7 +28,7 @@ pub async fn run(
             let exp = session.experiment(name).await?;
             out.write_all(experiment_detail(&exp, Timestamp::now()).as_bytes())?;
         }
-        (Some(name), true) => follow_one(session, name, out).await?,
+        (Some(name), true) => follow_one(session, name, args.timeout, out).await?,
         (None, false) => {
             let list = session
                 .experiments()
@@ -83,40 +86,80 @@ fn watch_error(
     }
 }
 
-/// Prints the experiment, then again on every status change, until it is deleted.
+/// The experiment has ended and nothing asks it to run again: a follower is done. A pending
+/// retry annotation keeps following (the operator has not seen it yet).
+pub fn finished(exp: &ConcurrencyExperiment) -> bool {
+    let phase = exp.status.as_ref().map(|s| s.phase).unwrap_or_default();
+    let retry = exp.annotations().get(ANNOTATION_RETRY).map(String::as_str) == Some("true");
+    phase.is_terminal() && !retry
+}
+
+/// Prints the experiment, then a line for every change (`follow::changes`) until it has
+/// finished (the whole view once more) or is deleted; `timeout` bounds the wait.
 pub async fn follow_one(
     session: &Session,
     name: &str,
+    timeout: Option<Duration>,
     out: &mut (dyn Write + Send),
 ) -> Result<(), PluginError> {
     // A plain read first: a missing object or a denied read is a clear error at once.
     let first = session.experiment(name).await?;
     out.write_all(experiment_detail(&first, Timestamp::now()).as_bytes())?;
     out.flush()?;
-    let mut last = status_key(&first);
-    let api: Api<ConcurrencyExperiment> = session.experiments();
-    let mut events = kube::runtime::watcher::watch_object(api, name)
-        .default_backoff()
-        .boxed();
-    while let Some(event) = events.next().await {
-        match event {
-            Ok(Some(exp)) => {
-                let key = status_key(&exp);
-                if key != last {
-                    last = key;
-                    out.write_all(b"\n")?;
-                    out.write_all(experiment_detail(&exp, Timestamp::now()).as_bytes())?;
-                    out.flush()?;
-                }
-            }
-            Ok(None) => {
-                writeln!(out, "\nConcurrencyExperiment {name} was deleted.")?;
-                return Ok(());
-            }
-            Err(e) => watch_error(e, session, Some(name))?,
-        }
+    if finished(&first) {
+        return Ok(());
     }
-    Ok(())
+    let follow = async {
+        let mut last = first.clone();
+        let api: Api<ConcurrencyExperiment> = session.experiments();
+        let mut events = kube::runtime::watcher::watch_object(api, name)
+            .default_backoff()
+            .boxed();
+        while let Some(event) = events.next().await {
+            match event {
+                Ok(Some(exp)) => {
+                    if status_key(&exp) == status_key(&last) && finished(&exp) == finished(&last) {
+                        continue;
+                    }
+                    let clock = Timestamp::now().strftime("%H:%M:%S").to_string();
+                    out.write_all(follow::changes(&last, &exp, &clock).as_bytes())?;
+                    out.flush()?;
+                    if finished(&exp) {
+                        out.write_all(b"\n")?;
+                        out.write_all(experiment_detail(&exp, Timestamp::now()).as_bytes())?;
+                        out.flush()?;
+                        return Ok(());
+                    }
+                    last = exp;
+                }
+                Ok(None) => {
+                    writeln!(out, "\nConcurrencyExperiment {name} was deleted.")?;
+                    return Ok(());
+                }
+                Err(e) => watch_error(e, session, Some(name))?,
+            }
+        }
+        Ok(())
+    };
+    match timeout {
+        None => follow.await,
+        Some(t) => match tokio::time::timeout(t, follow).await {
+            Ok(done) => done,
+            Err(_) => {
+                let phase = session
+                    .experiment(name)
+                    .await
+                    .ok()
+                    .and_then(|e| e.status.map(|s| s.phase))
+                    .unwrap_or_default();
+                Err(PluginError::Timeout {
+                    name: name.to_string(),
+                    after: format!("{}s", t.as_secs()),
+                    phase: phase.as_str(),
+                })
+            }
+        },
+    }
 }
 
 /// Prints the namespace's table, then one line per experiment whose status changes.

@@ -9,6 +9,7 @@
 pub mod capacity;
 pub mod cli;
 pub mod control;
+pub mod follow;
 pub mod get;
 pub mod history;
 pub mod init;
@@ -78,6 +79,13 @@ pub enum PluginError {
     NoData {
         report: String,
         missing: Vec<String>,
+    },
+    /// `get NAME -w --timeout`: the experiment had not finished in time.
+    #[error("{name} did not finish within {after} (phase {phase})")]
+    Timeout {
+        name: String,
+        after: String,
+        phase: &'static str,
     },
     #[error("writing the output: {0}")]
     Output(#[from] std::io::Error),

@@ -17,6 +17,7 @@ async fn get_reads_one_experiment() {
     let args = GetArgs {
         name: Some("storefront-threads".into()),
         watch: false,
+        timeout: None,
     };
     get::run(&session, &args, &mut out).await.unwrap();
     server.abort();
@@ -42,6 +43,7 @@ async fn get_of_a_missing_experiment_is_one_clear_line() {
     let args = GetArgs {
         name: Some("nope".into()),
         watch: false,
+        timeout: None,
     };
     let e = get::run(&session, &args, &mut Vec::new())
         .await
@@ -71,6 +73,7 @@ async fn get_without_the_crd_says_so() {
     let args = GetArgs {
         name: None,
         watch: false,
+        timeout: None,
     };
     let e = get::run(&session, &args, &mut Vec::new())
         .await
@@ -93,6 +96,7 @@ async fn get_denied_by_rbac_names_the_verb_and_namespace() {
     let args = GetArgs {
         name: Some("storefront-threads".into()),
         watch: false,
+        timeout: None,
     };
     let e = get::run(&session, &args, &mut Vec::new())
         .await
@@ -121,6 +125,7 @@ async fn get_lists_the_namespace_sorted_by_name() {
     let args = GetArgs {
         name: None,
         watch: false,
+        timeout: None,
     };
     get::run(&session, &args, &mut out).await.unwrap();
     server.abort();
@@ -148,7 +153,7 @@ fn event(kind: &str, object: Value) -> Value {
 }
 
 #[tokio::test]
-async fn watching_one_prints_again_only_when_the_status_changes() {
+async fn watching_one_prints_a_line_only_when_the_status_changes() {
     let paused = edited(|v| {
         v["metadata"]["resourceVersion"] = json!("102");
         v["spec"]["paused"] = json!(true);
@@ -181,7 +186,7 @@ async fn watching_one_prints_again_only_when_the_status_changes() {
         ),
     ]);
     let mut out = Vec::new();
-    get::follow_one(&session, "storefront-threads", &mut out)
+    get::follow_one(&session, "storefront-threads", None, &mut out)
         .await
         .unwrap();
     server.abort();
@@ -201,16 +206,105 @@ async fn watching_one_prints_again_only_when_the_status_changes() {
         calls[2].query
     );
     let out = text(out);
+    // The whole view once, then one line for the pause (the annotation alone prints nothing).
     let phases: Vec<&str> = out.lines().filter(|l| l.starts_with("Phase:")).collect();
-    assert_eq!(
-        phases,
-        ["Phase:       Progressing", "Phase:       Paused"],
+    assert_eq!(phases, ["Phase:       Progressing"], "{out}");
+    let changes: Vec<&str> = out.lines().filter(|l| l.starts_with("» ")).collect();
+    assert_eq!(changes.len(), 1, "{out}");
+    assert!(
+        changes[0].ends_with(
+            "  Paused  stage 2/3, weight 70% planned / 67% in force  (Stage 2/3 at 67% of \
+             traffic (4 candidate and 2 baseline pods ready); 1 passed analyses in this stage.)"
+        ),
         "{out}"
     );
     assert!(
         out.ends_with("\n\nConcurrencyExperiment storefront-threads was deleted.\n"),
         "{out}"
     );
+}
+
+#[tokio::test]
+async fn watching_one_ends_when_it_has_finished_with_the_analysis_and_the_decision() {
+    let mut ended = rolled_back_json();
+    ended["metadata"]["resourceVersion"] = json!("102");
+    // A record the first view did not have (records are told apart by time and stage).
+    ended["status"]["analyses"][0]["at"] = json!("2026-11-30T01:12:00Z");
+    let (session, _seen, server) = scripted(vec![
+        Exchange::new(
+            "GET",
+            &exp_path("storefront-threads"),
+            200,
+            &progressing_json(),
+        ),
+        Exchange::new(
+            "GET",
+            EXPERIMENTS,
+            200,
+            &list_of(vec![progressing_json()], "101"),
+        ),
+        // No DELETED event: the command ends on the final phase itself.
+        Exchange::watch(EXPERIMENTS, &[event("MODIFIED", ended)]),
+    ]);
+    let mut out = Vec::new();
+    get::follow_one(&session, "storefront-threads", None, &mut out)
+        .await
+        .unwrap();
+    server.abort();
+    let out = text(out);
+    let (_, after) = out.split_once("\n» ").expect(&out);
+    let mut lines = after.lines();
+    assert!(
+        lines
+            .next()
+            .unwrap()
+            .contains("  RolledBack  stage 1/3, weight 30% planned / 0% in force"),
+        "{out}"
+    );
+    assert_eq!(
+        lines.next().unwrap(),
+        "  2026-11-30T01:12:00Z  stage 1/3  33%  requests 1200 / 590  latency 72ms / 72ms ✓ · queueTime \
+         1.7ms / 459.2ms ✗ · memory 194Mi / - ? · gvlWait 0% / 0% ✓  → ✗ Fail",
+        "{out}"
+    );
+    assert_eq!(lines.next().unwrap(), "      failed: queueTime");
+    assert_eq!(
+        lines.next().unwrap(),
+        "      queueTime: candidate 459.2ms is above max 50ms (baseline 1.7ms)"
+    );
+    assert!(
+        out.contains(
+            "\nDecision: Rollback (CheckFailed) at 2026-11-30T01:05:02Z — Rolling back: 1 failed"
+        ),
+        "{out}"
+    );
+    // Then the whole view of the finished experiment.
+    let phases: Vec<&str> = out.lines().filter(|l| l.starts_with("Phase:")).collect();
+    assert_eq!(
+        phases,
+        ["Phase:       Progressing", "Phase:       RolledBack"],
+        "{out}"
+    );
+}
+
+#[test]
+fn a_follower_is_done_at_a_final_phase_unless_a_retry_is_pending() {
+    assert!(!get::finished(&progressing()));
+    assert!(get::finished(&rolled_back()));
+    let retrying = exp(edited_rolled_back(|v| {
+        v["metadata"]["annotations"] = json!({"concurrency.dev/retry": "true"});
+    }));
+    assert!(!get::finished(&retrying));
+    let pending = exp(edited(|v| {
+        v.as_object_mut().unwrap().remove("status");
+    }));
+    assert!(!get::finished(&pending));
+}
+
+fn edited_rolled_back(f: impl FnOnce(&mut Value)) -> Value {
+    let mut v = rolled_back_json();
+    f(&mut v);
+    v
 }
 
 #[tokio::test]

@@ -4,6 +4,7 @@ use pretty_assertions::assert_eq;
 use serde_json::{json, Value};
 
 use crate::api::ConcurrencyExperiment;
+use crate::kubectl::follow;
 use crate::kubectl::render::list_row;
 use crate::kubectl::selection::selection_block;
 
@@ -110,4 +111,47 @@ Selection:   3 candidates at 10% each against the fresh baseline (not deployed),
 #[test]
 fn one_candidate_has_no_selection_block() {
     assert_eq!(selection_block(&super::fixtures::progressing()), None);
+}
+
+#[test]
+fn a_follower_reads_each_candidates_analysis_its_elimination_and_the_choice_once() {
+    let start = selecting(json!({
+        "phase": "Selecting",
+        "selection": {"startedAt": "2026-11-30T01:00:30Z", "variants": [
+            {"index": 0, "summary": "puma 1×1"},
+            {"index": 1, "summary": "puma 2×3"},
+        ]},
+    }));
+    let queue = |c: f64, verdict: &str| {
+        json!([{"name": "queueTime", "query": "q", "limit": "max 50ms", "verdict": verdict,
+                "baseline": 0.001, "candidate": c}])
+    };
+    let measured = selecting(json!({
+        "phase": "Selecting",
+        "selection": {"startedAt": "2026-11-30T01:00:30Z", "variants": [
+            {"index": 0, "summary": "puma 1×1", "failedAnalyses": 1, "eliminated": eliminated(),
+             "checks": queue(0.23, "Fail")},
+            {"index": 1, "summary": "puma 2×3", "passedAnalyses": 1, "checks": queue(0.002, "Pass")},
+        ]},
+    }));
+    assert_eq!(
+        follow::changes(&start, &measured, "01:02:00"),
+        "  puma 1×1: analysis 1 against the fresh baseline (0 ✓ 1 ✗)  queueTime 1ms / 230ms ✗
+  ✗ Candidate puma 1×1 eliminated after 1 failed analyses against the fresh baseline (queueTime: candidate 230ms, baseline 1ms, limit max 50ms).
+  puma 2×3: analysis 1 against the fresh baseline (1 ✓ 0 ✗)  queueTime 1ms / 2ms ✓
+"
+    );
+    // The same status again prints nothing; the choice prints the ranking once.
+    assert_eq!(follow::changes(&measured, &measured, "01:02:05"), "");
+    let mut chosen = measured.clone();
+    let sel = chosen.status.as_mut().unwrap().selection.as_mut().unwrap();
+    sel.winner = Some(1);
+    sel.message = Some("Chose puma 2×3: the only survivor.".into());
+    let text = follow::changes(&measured, &chosen, "01:03:00");
+    assert!(text.starts_with("\nSelection:   3 candidates"), "{text}");
+    assert!(
+        text.ends_with("  Choice:     Chose puma 2×3: the only survivor.\n"),
+        "{text}"
+    );
+    assert_eq!(follow::changes(&chosen, &chosen, "01:03:05"), "");
 }
