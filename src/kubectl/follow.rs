@@ -9,12 +9,8 @@ use crate::api::{
     AnalysisRecord, CheckResult, ConcurrencyExperiment, ConcurrencyExperimentStatus, Verdict,
 };
 
-use super::render::{count, decision_line, mark, stage_of, time, units, value};
+use super::render::{count, decision_line, mark, stage_of, status, time, units, value};
 use super::selection::selection_block;
-
-fn status(exp: &ConcurrencyExperiment) -> ConcurrencyExperimentStatus {
-    exp.status.clone().unwrap_or_default()
-}
 
 /// Phase, stage, weights and message: a change in any of them is a state line.
 fn state(st: &ConcurrencyExperimentStatus) -> String {
@@ -138,10 +134,12 @@ pub fn changes(
             out.push_str(&block);
         }
     }
-    if a.decision.is_some() && a.decision != b.decision {
-        if let Some(d) = &a.decision {
-            out.push_str(&format!("Decision: {}\n", decision_line(d)));
-        }
+    if let Some(d) = a
+        .decision
+        .as_ref()
+        .filter(|d| b.decision.as_ref() != Some(*d))
+    {
+        out.push_str(&format!("Decision: {}\n", decision_line(d)));
     }
     out
 }

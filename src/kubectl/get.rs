@@ -118,9 +118,7 @@ pub async fn follow_one(
         while let Some(event) = events.next().await {
             match event {
                 Ok(Some(exp)) => {
-                    if status_key(&exp) == status_key(&last) && finished(&exp) == finished(&last) {
-                        continue;
-                    }
+                    // `changes` is empty when nothing worth a line changed.
                     let clock = Timestamp::now().strftime("%H:%M:%S").to_string();
                     out.write_all(follow::changes(&last, &exp, &clock).as_bytes())?;
                     out.flush()?;

@@ -41,7 +41,7 @@ pub fn count(v: Option<f64>) -> String {
     }
 }
 
-fn status(exp: &ConcurrencyExperiment) -> ConcurrencyExperimentStatus {
+pub fn status(exp: &ConcurrencyExperiment) -> ConcurrencyExperimentStatus {
     exp.status.clone().unwrap_or_default()
 }
 
