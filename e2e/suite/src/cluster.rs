@@ -136,6 +136,40 @@ impl Scenario {
             .count())
     }
 
+    /// `name ready|not ready (reason)` for each pod matching the selector.
+    pub async fn pod_states(&self, selector: &str) -> Result<String> {
+        let pods = self
+            .pods
+            .list(&ListParams::default().labels(selector))
+            .await?;
+        let states: Vec<String> = pods
+            .items
+            .iter()
+            .map(|p| {
+                let name = p.metadata.name.as_deref().unwrap_or("?");
+                let ready = p
+                    .status
+                    .as_ref()
+                    .and_then(|s| s.conditions.as_ref())
+                    .and_then(|cs| cs.iter().find(|c| c.type_ == "Ready"));
+                let deleting = if p.metadata.deletion_timestamp.is_some() {
+                    ", deleting"
+                } else {
+                    ""
+                };
+                match ready {
+                    Some(c) if c.status == "True" => format!("{name} ready{deleting}"),
+                    Some(c) => format!(
+                        "{name} not ready ({}){deleting}",
+                        c.reason.as_deref().unwrap_or("-")
+                    ),
+                    None => format!("{name} no Ready condition{deleting}"),
+                }
+            })
+            .collect();
+        Ok(states.join(", "))
+    }
+
     /// The experiment's Events (events.k8s.io), oldest first.
     pub async fn events(&self, name: &str) -> Result<Vec<Ev>> {
         let api: Api<Event> = Api::namespaced(self.client.clone(), &self.ns);

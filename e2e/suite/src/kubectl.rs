@@ -40,3 +40,15 @@ pub async fn kc(args: &[&str]) -> Result<(bool, String)> {
     );
     Ok((out.status.success(), text))
 }
+
+/// `kubectl concurrency ARGS…` started in the background with stdout piped (e.g. `get -w`),
+/// killed when dropped.
+pub fn kc_spawn(args: &[&str]) -> Result<tokio::process::Child> {
+    tokio::process::Command::new(plugin()?)
+        .args(args)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .context("starting kubectl-concurrency")
+}

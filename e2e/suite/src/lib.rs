@@ -33,9 +33,10 @@ pub use prom::split_within;
 // The operator's own types: the only paths into its crate (besides the Prometheus client in
 // prom.rs), so a module rename there is a change here of these lines.
 pub use concurrency_operator::api::{
-    CheckResult, ConcurrencyExperiment, ConcurrencyExperimentStatus, Phase, SelectionStatus,
+    CheckResult, ConcurrencyExperiment, ConcurrencyExperimentStatus, MetricNames, Phase,
+    SelectionStatus,
 };
-pub use kubectl::kc;
+pub use kubectl::{kc, kc_spawn};
 pub use operator::{operator_name, operator_ns};
 pub use receiver::Received;
 pub use target::{app_image, reference_app_image, Target};
@@ -195,7 +196,12 @@ impl Scenario {
             tokio::select! {
                 out = &mut fut => return Ok((out?, min)),
                 _ = tick.tick() => {
-                    min = min.min(self.ready_pods("app=storefront").await?);
+                    let now = self.ready_pods("app=storefront").await?;
+                    if now < min && min != usize::MAX {
+                        // Which pods, and why: a dip is what a failure message needs to explain.
+                        self.log(format!("ready pods {now}: {}", self.pod_states("app=storefront").await?));
+                    }
+                    min = min.min(now);
                 }
             }
         }

@@ -36,6 +36,8 @@ pub struct Target {
     pub image: Option<String>,
     /// The port Prometheus scrapes (`prometheus.io/port`); the app port 3000 without.
     pub metrics_port: Option<u16>,
+    /// The readiness probe's timeout (s).
+    pub probe_timeout_s: u32,
 }
 
 impl Default for Target {
@@ -50,6 +52,7 @@ impl Default for Target {
             env: Vec::new(),
             image: None,
             metrics_port: None,
+            probe_timeout_s: 1,
         }
     }
 }
@@ -70,6 +73,10 @@ impl Target {
             image: Some(reference_app_image()),
             metrics_port: Some(9394),
             memory_limit: "384Mi".into(),
+            // Puma answers the probe from its thread pool, like any request. With 1 s, under
+            // several scenarios side by side on 2 cores, every pod of a ruby_backlog run
+            // timed out at once (the Service had no ready pod); 3 s as many Rails apps set.
+            probe_timeout_s: 3,
             // Puma finishes in-flight requests at SIGTERM; the preStop covers the endpoint's
             // removal from kube-proxy and the load's connection age.
             drain_s: Some(8),
@@ -99,7 +106,11 @@ impl Scenario {
                 {"name": "IO_MS", "value": t.io_ms.to_string()},
                 {"name": "CPU_CLOCK", "value": "wall"},
             ],
-            "readinessProbe": {"httpGet": {"path": "/healthz", "port": "http"}, "periodSeconds": 1},
+            "readinessProbe": {
+                "httpGet": {"path": "/healthz", "port": "http"},
+                "periodSeconds": 1,
+                "timeoutSeconds": t.probe_timeout_s,
+            },
             "resources": {
                 "requests": {"cpu": "10m", "memory": "16Mi"},
                 "limits": {"memory": t.memory_limit},

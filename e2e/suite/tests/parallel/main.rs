@@ -5,6 +5,7 @@ mod edits;
 mod fresh;
 mod gitops;
 mod invalid;
+mod plugin;
 mod robust;
 mod ruby;
 mod select;
