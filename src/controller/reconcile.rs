@@ -97,7 +97,11 @@ async fn reconcile_inner(exp: &ConcurrencyExperiment, ctx: &Context) -> Result<R
         return Ok(Requeue::requeue(Duration::from_secs(1)));
     }
     let fetched = super::fetch::fetch(&ctx.client, &ctx.caches, exp).await?;
+    // The plan's clock has the API server's precision (whole seconds): a time it stores reads
+    // back as it was decided, so a message made from it (a selection's due time) does not
+    // change on the next reconcile and cost a status write.
     let now = jiff::Timestamp::now();
+    let now = jiff::Timestamp::from_second(now.as_second()).unwrap_or(now);
     let mut observations = observe::observations(exp, &fetched, now);
     if deleting {
         observations.namespace_terminating = ctx.namespaces.terminating(&ctx.client, &ns).await;
