@@ -2,7 +2,7 @@
 
 use anyhow::{anyhow, Context as _};
 use k8s_openapi::api::apps::v1::Deployment;
-use k8s_openapi::api::core::v1::{Container, Namespace};
+use k8s_openapi::api::core::v1::{Container, Namespace, Pod, PodCondition};
 use k8s_openapi::api::events::v1::Event;
 use kube::api::{DeleteParams, ListParams, PostParams};
 use kube::runtime::wait::{await_condition, conditions};
@@ -119,55 +119,13 @@ impl Scenario {
             .unwrap_or(1))
     }
 
-    /// Ready pods (not being deleted) matching the label selector.
-    pub async fn ready_pods(&self, selector: &str) -> Result<usize> {
+    /// The pods matching the label selector.
+    pub async fn pods_of(&self, selector: &str) -> Result<Vec<Pod>> {
         let pods = self
             .pods
             .list(&ListParams::default().labels(selector))
             .await?;
-        Ok(pods
-            .items
-            .iter()
-            .filter(|p| p.metadata.deletion_timestamp.is_none())
-            .filter(|p| {
-                let conds = p.status.as_ref().and_then(|s| s.conditions.as_ref());
-                conds.is_some_and(|cs| cs.iter().any(|c| c.type_ == "Ready" && c.status == "True"))
-            })
-            .count())
-    }
-
-    /// `name ready|not ready (reason)` for each pod matching the selector.
-    pub async fn pod_states(&self, selector: &str) -> Result<String> {
-        let pods = self
-            .pods
-            .list(&ListParams::default().labels(selector))
-            .await?;
-        let states: Vec<String> = pods
-            .items
-            .iter()
-            .map(|p| {
-                let name = p.metadata.name.as_deref().unwrap_or("?");
-                let ready = p
-                    .status
-                    .as_ref()
-                    .and_then(|s| s.conditions.as_ref())
-                    .and_then(|cs| cs.iter().find(|c| c.type_ == "Ready"));
-                let deleting = if p.metadata.deletion_timestamp.is_some() {
-                    ", deleting"
-                } else {
-                    ""
-                };
-                match ready {
-                    Some(c) if c.status == "True" => format!("{name} ready{deleting}"),
-                    Some(c) => format!(
-                        "{name} not ready ({}){deleting}",
-                        c.reason.as_deref().unwrap_or("-")
-                    ),
-                    None => format!("{name} no Ready condition{deleting}"),
-                }
-            })
-            .collect();
-        Ok(states.join(", "))
+        Ok(pods.items)
     }
 
     /// The experiment's Events (events.k8s.io), oldest first.
@@ -246,5 +204,35 @@ impl Scenario {
             Ok(tail) => log!(self, "operator log tail:\n{tail}"),
             Err(e) => log!(self, "operator log tail: {e:#}"),
         }
+    }
+}
+
+/// The pod's Ready condition, if the kubelet has set one.
+fn ready_condition(p: &Pod) -> Option<&PodCondition> {
+    let conds = p.status.as_ref().and_then(|s| s.conditions.as_ref())?;
+    conds.iter().find(|c| c.type_ == "Ready")
+}
+
+/// Ready and not being deleted: a pod behind the Service.
+pub fn is_ready(p: &Pod) -> bool {
+    p.metadata.deletion_timestamp.is_none()
+        && ready_condition(p).is_some_and(|c| c.status == "True")
+}
+
+/// `name ready|not ready (reason)[, deleting]`: why a pod is or is not behind the Service.
+pub fn pod_state(p: &Pod) -> String {
+    let name = p.metadata.name.as_deref().unwrap_or("?");
+    let deleting = if p.metadata.deletion_timestamp.is_some() {
+        ", deleting"
+    } else {
+        ""
+    };
+    match ready_condition(p) {
+        Some(c) if c.status == "True" => format!("{name} ready{deleting}"),
+        Some(c) => format!(
+            "{name} not ready ({}){deleting}",
+            c.reason.as_deref().unwrap_or("-")
+        ),
+        None => format!("{name} no Ready condition{deleting}"),
     }
 }

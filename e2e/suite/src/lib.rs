@@ -196,10 +196,12 @@ impl Scenario {
             tokio::select! {
                 out = &mut fut => return Ok((out?, min)),
                 _ = tick.tick() => {
-                    let now = self.ready_pods("app=storefront").await?;
+                    let pods = self.pods_of("app=storefront").await?;
+                    let now = pods.iter().filter(|p| cluster::is_ready(p)).count();
                     if now < min && min != usize::MAX {
                         // Which pods, and why: a dip is what a failure message needs to explain.
-                        self.log(format!("ready pods {now}: {}", self.pod_states("app=storefront").await?));
+                        let states: Vec<_> = pods.iter().map(cluster::pod_state).collect();
+                        self.log(format!("ready pods {now}: {}", states.join(", ")));
                     }
                     min = min.min(now);
                 }
