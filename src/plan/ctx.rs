@@ -166,6 +166,21 @@ impl<'a> Ctx<'a> {
         }
     }
 
+    /// Ready pods of everything this experiment runs beside the target: the candidate, a
+    /// selection's candidates and its fresh baseline. Zero means no traffic depends on them.
+    pub fn ready_beside_target(&self) -> i32 {
+        let candidate = self.obs.candidate.as_ref().map_or(0, |c| c.ready_replicas);
+        let selection = self.obs.selection.as_ref().map_or(0, |s| {
+            s.candidates
+                .iter()
+                .chain(std::iter::once(&s.fresh_baseline))
+                .filter_map(|v| v.deployment.as_ref())
+                .map(|d| d.ready_replicas)
+                .sum()
+        });
+        candidate + selection
+    }
+
     /// Who sizes the target: an HPA on it, or this experiment.
     pub fn sizing(&self) -> Sizing {
         match &self.obs.autoscaler {

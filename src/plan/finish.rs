@@ -133,7 +133,9 @@ pub fn roll_back(cx: &mut Ctx) {
 /// the deletion for `spec.progressDeadline` from the deletion timestamp, not for ever: a
 /// deletion nobody can complete — a namespace stuck in Terminating — is worse than the
 /// candidate going as asked. Then it releases anyway with a Warning `BaselineNotRestored`
-/// naming the ready count; the candidate goes with the experiment (owner reference).
+/// naming the ready count; the candidate goes with the experiment (owner reference). When
+/// nothing beside the target has a ready pod, no traffic depends on the candidate and the
+/// finalizer is released at once, the target's restore asked for on the way out.
 pub fn delete(cx: &mut Ctx) {
     // The whole namespace goes: the target, its Services and the route with it. Restoring
     // would only write statuses and Events the terminating namespace refuses.
@@ -153,6 +155,25 @@ pub fn delete(cx: &mut Ctx) {
     cx.start_rollback(DecisionReason::Deleted, msg);
     roll_back(cx);
     cx.release = cx.status.phase == Phase::RolledBack;
+    if !cx.release && cx.ready_beside_target() == 0 {
+        // Nothing but the target serves (the candidate crash-looping, unschedulable, never
+        // started): removing the candidate loses no traffic, and waiting for a target that may
+        // never get ready would only hold the deletion for the whole deadline. roll_back has
+        // asked for the target's size and route already; they are written before the release.
+        let ready = cx
+            .obs
+            .target
+            .as_ref()
+            .map_or(0, |t| t.deployment.ready_replicas);
+        cx.status.message = Some(format!(
+            "Deleted: nothing but the target served (the candidate had no ready pods), so the \
+             candidate goes with the experiment at once; the target is back at {} pods ({ready} \
+             ready).",
+            cx.original()
+        ));
+        cx.release = true;
+        return;
+    }
     if !cx.release {
         give_up_waiting(cx, said);
     }

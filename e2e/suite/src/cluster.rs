@@ -1,4 +1,7 @@
-//! Namespaces, Deployments, Events and the failure report.
+//! Namespaces, Deployments, pods, Events and the failure report.
+
+use std::future::Future;
+use std::time::Duration;
 
 use anyhow::{anyhow, Context as _};
 use k8s_openapi::api::apps::v1::Deployment;
@@ -33,6 +36,32 @@ pub fn rolled_out(d: Option<&Deployment>) -> bool {
 }
 
 impl Scenario {
+    /// Runs `fut` while sampling, every second, the ready pods behind the target's Service
+    /// (baseline and candidate); returns its result and the fewest ready pods seen.
+    pub async fn min_ready_while<T>(
+        &self,
+        fut: impl Future<Output = Result<T>>,
+    ) -> Result<(T, usize)> {
+        let mut min = usize::MAX;
+        tokio::pin!(fut);
+        let mut tick = tokio::time::interval(Duration::from_secs(1));
+        loop {
+            tokio::select! {
+                out = &mut fut => return Ok((out?, min)),
+                _ = tick.tick() => {
+                    let pods = self.pods_of("app=storefront").await?;
+                    let now = pods.iter().filter(|p| is_ready(p)).count();
+                    if now < min && min != usize::MAX {
+                        // Which pods, and why: a dip is what a failure message needs to explain.
+                        let states: Vec<_> = pods.iter().map(pod_state).collect();
+                        self.log(format!("ready pods {now}: {}", states.join(", ")));
+                    }
+                    min = min.min(now);
+                }
+            }
+        }
+    }
+
     /// Deletes the namespace left by an earlier run (waiting until it is gone) and creates it.
     pub(crate) async fn fresh_namespace(&self) -> Result {
         let nss: Api<Namespace> = Api::all(self.client.clone());
@@ -176,6 +205,20 @@ impl Scenario {
             self.has_event(name, reason).await
         })
         .await
+    }
+
+    /// Fails unless the experiment ends up with exactly one Event with `reason`: waited for
+    /// like [`Self::expect_event`] (it follows the status that a scenario saw first — 1 s
+    /// after `Succeeded` it was not there yet once), then counted.
+    pub async fn expect_event_once(&self, name: &str, reason: &str) -> Result {
+        self.expect_event(name, reason).await?;
+        let n = self.count_events(name, reason).await?;
+        if n != 1 {
+            return Err(anyhow!(
+                "{n} {reason} Events of {name} (expected exactly 1)"
+            ));
+        }
+        Ok(())
     }
 
     /// What a failed scenario prints: each experiment's status and Events, the operator's log.

@@ -183,32 +183,6 @@ impl Scenario {
         }
     }
 
-    /// Runs `fut` while sampling, every second, the ready pods behind the target's Service
-    /// (baseline and candidate); returns its result and the fewest ready pods seen.
-    pub async fn min_ready_while<T>(
-        &self,
-        fut: impl Future<Output = Result<T>>,
-    ) -> Result<(T, usize)> {
-        let mut min = usize::MAX;
-        tokio::pin!(fut);
-        let mut tick = tokio::time::interval(Duration::from_secs(1));
-        loop {
-            tokio::select! {
-                out = &mut fut => return Ok((out?, min)),
-                _ = tick.tick() => {
-                    let pods = self.pods_of("app=storefront").await?;
-                    let now = pods.iter().filter(|p| cluster::is_ready(p)).count();
-                    if now < min && min != usize::MAX {
-                        // Which pods, and why: a dip is what a failure message needs to explain.
-                        let states: Vec<_> = pods.iter().map(cluster::pod_state).collect();
-                        self.log(format!("ready pods {now}: {}", states.join(", ")));
-                    }
-                    min = min.min(now);
-                }
-            }
-        }
-    }
-
     /// Sets annotation `key` on the experiment (a merge patch, as `kubectl annotate`).
     pub async fn annotate(&self, name: &str, key: &str, value: &str) -> Result {
         let patch = serde_json::json!({"metadata": {"annotations": {key: value}}});

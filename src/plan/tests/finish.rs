@@ -124,16 +124,23 @@ fn deleting_mid_stage_restores_the_baseline_then_releases() {
     delete_and_check(&mut run);
 }
 
+/// Right after the start the candidate has no ready pod and the target was never touched:
+/// released in the first reconcile, nothing scaled (the candidate goes with the experiment).
 #[test]
-fn deleting_right_after_the_start_removes_the_candidate() {
+fn deleting_right_after_the_start_releases_at_once() {
     let mut run = Run::new(spec(), 6);
     run.auto_settle = false;
     run.tick(None); // candidate asked for, not ready, target untouched
-    delete_and_check(&mut run);
+    run.log.clear();
+    run.now += 5;
+    let out = run.tick_with(None, deleting).clone();
+    assert!(out.release_finalizer, "{:?}", out.actions);
     assert!(!run
         .log
         .iter()
         .any(|a| matches!(a, Action::ScaleTarget { .. })));
+    let t = &run.world.target.as_ref().unwrap().deployment;
+    assert_eq!((t.replicas, t.ready_replicas), (6, 6));
 }
 
 /// A baseline that can never get ready again (its pods unschedulable) holds the deletion for
@@ -168,6 +175,36 @@ fn deleting_with_a_baseline_that_cannot_get_ready_gives_up_after_the_progress_de
     let msg = out.status.message.clone().unwrap();
     assert!(msg.contains(&format!("{ready} of 6 pods ready")), "{msg}");
     assert!(events(&out.actions).contains(&"BaselineNotRestored".to_string()));
+}
+
+/// The candidate serves nothing (its pods crash-looping since stage 2 began) and the target,
+/// scaled down for stage 1, cannot get ready again: no traffic depends on the candidate, so
+/// the deletion asks for the target's size and releases at once, not after the deadline.
+#[test]
+fn deleting_with_a_candidate_that_serves_nothing_releases_at_once() {
+    let mut run = Run::new(spec(), 6);
+    run.tick(None);
+    run.advance(60, 12, Verdict::Pass);
+    assert_eq!(run.status.stage_index, Some(1));
+    run.auto_settle = false;
+    let ready = run.world.target.as_ref().unwrap().deployment.ready_replicas;
+    assert!(ready < 6);
+    run.world.candidate.as_mut().unwrap().ready_replicas = 0;
+    run.log.clear();
+    run.now += 5;
+    let out = run.tick_with(None, deleting).clone();
+    assert!(out.release_finalizer, "{:?}", out.actions);
+    assert!(
+        out.actions.contains(&Action::ScaleTarget { replicas: 6 }),
+        "{:?}",
+        out.actions
+    );
+    let msg = out.status.message.clone().unwrap();
+    assert!(
+        msg.contains(&format!("back at 6 pods ({ready} ready)")),
+        "{msg}"
+    );
+    assert!(!events(&out.actions).contains(&"BaselineNotRestored".to_string()));
 }
 
 /// A target that is itself being deleted (its namespace going) has no baseline to restore:

@@ -3,7 +3,7 @@
 
 use e2e_tests::{
     decision_of, ensure, from_spec, latency_check, prometheus_in_cluster, run, status, Exp, Phase,
-    Progress, Target, RATE, REPLICAS,
+    Progress, Result, Target, RATE, REPLICAS,
 };
 use k8s_openapi::api::apps::v1::Deployment;
 use serde_json::json;
@@ -93,7 +93,7 @@ async fn never_ready() {
         let candidate = json!({"server": "puma", "workers": 2, "threads": 4,
                                "env": [{"name": "CPU_CLOCK", "value": "broken"}]});
         s.apply(
-            &Exp::new("broken", candidate, latency_check())
+            &Exp::new("broken", candidate.clone(), latency_check())
                 .extra(json!({"progressDeadline": "45s"})),
         )
         .await?;
@@ -118,9 +118,52 @@ async fn never_ready() {
             min_ready >= REPLICAS as usize,
             "ready baseline pods dropped to {min_ready}"
         );
-        s.assert_target_intact(REPLICAS).await
+        s.assert_target_intact(REPLICAS).await?;
+        deleted_while_stuck(s, candidate).await
     })
     .await;
+}
+
+/// The same broken candidate with the default deadline (10m), deleted while it crash-loops:
+/// the experiment and its candidate are gone in seconds and the target is as it was. (A target
+/// that cannot get ready either — the case the deadline is for — releases at once too, since
+/// nothing depends on a candidate without ready pods: plan test
+/// `deleting_with_a_candidate_that_serves_nothing_releases_at_once`, and e2e/bench/scale's
+/// 500 unschedulable targets.)
+async fn deleted_while_stuck(s: &e2e_tests::Scenario, candidate: serde_json::Value) -> Result {
+    s.apply(&Exp::new("stuck", candidate, latency_check()))
+        .await?;
+    e2e_tests::wait_for(
+        s.deploys.clone(),
+        "storefront-candidate",
+        60,
+        "the candidate",
+        |_| true,
+    )
+    .await?;
+    // Its pods start, fail and restart meanwhile.
+    tokio::time::sleep(std::time::Duration::from_secs(10)).await;
+    let e = s.cexp("stuck").await?;
+    ensure!(
+        status(&e).candidate.is_none_or(|c| c.ready_replicas == 0),
+        "the broken candidate has ready pods: {}",
+        e2e_tests::summary(Some(&e))
+    );
+    let t = std::time::Instant::now();
+    s.cexps.delete("stuck", &Default::default()).await?;
+    let cexps = s.cexps.clone();
+    e2e_tests::within(30, "the stuck experiment deleted", async move {
+        let gone = |e: Option<&e2e_tests::ConcurrencyExperiment>| e.is_none();
+        kube::runtime::wait::await_condition(cexps, "stuck", gone).await?;
+        Ok(())
+    })
+    .await?;
+    s.log(format!(
+        "the stuck experiment was deleted in {} ms",
+        t.elapsed().as_millis()
+    ));
+    s.gone("storefront-candidate", 60).await?;
+    s.assert_target_intact(REPLICAS).await
 }
 
 /// A Deployment of the user's that happens to be named <target>-candidate: the experiment is

@@ -81,8 +81,7 @@ async fn operator_killed() {
         ensure!(r == REPLICAS, "target replicas changed to {r}");
         s.rollout("storefront", 60).await?;
         for reason in ["Promoting", "Succeeded"] {
-            let n = s.count_events("restart", reason).await?;
-            ensure!(n == 1, "{n} {reason} Events (expected exactly 1)");
+            s.expect_event_once("restart", reason).await?;
         }
         Ok(())
     })
@@ -341,7 +340,6 @@ async fn failover(s: &Scenario) -> anyhow::Result<()> {
         summary(Some(&e))
     );
     no_duplicates(s).await?;
-    let n = s.count_events("failover", "Succeeded").await?;
-    ensure!(n == 1, "{n} Succeeded Events (expected exactly 1)");
+    s.expect_event_once("failover", "Succeeded").await?;
     Ok(())
 }

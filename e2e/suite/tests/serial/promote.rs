@@ -135,8 +135,7 @@ async fn approval() {
             threads == "4",
             "target runs {threads} threads, not the candidate's 4"
         );
-        let n = s.count_events("gated", "Promoting").await?;
-        ensure!(n == 1, "{n} Promoting Events (expected exactly 1)");
+        s.expect_event_once("gated", "Promoting").await?;
         s.no_rbac_denials().await
     })
     .await;
