@@ -20,6 +20,25 @@ fn deleting(o: &mut Observations) {
     o.deleting_since = Some(o.now);
 }
 
+/// 6 replicas, at stage 1 after passing analyses (the target scaled down for the candidate).
+fn at_stage_one() -> Run {
+    let mut run = Run::new(spec(), 6);
+    run.tick(None);
+    run.advance(60, 12, Verdict::Pass);
+    assert_eq!(run.status.stage_index, Some(1));
+    run
+}
+
+/// [`at_stage_one`], pods no longer getting ready by themselves; with the target's ready
+/// count, below its original 6.
+fn at_stage_one_with_the_baseline_short() -> (Run, i32) {
+    let mut run = at_stage_one();
+    run.auto_settle = false;
+    let ready = run.world.target.as_ref().unwrap().deployment.ready_replicas;
+    assert!(ready < 6);
+    (run, ready)
+}
+
 /// Deletes mid-flight with pods slow to get ready; checks the restore order and the release.
 fn delete_and_check(run: &mut Run) {
     run.auto_settle = false;
@@ -117,10 +136,7 @@ fn deleting_a_pending_or_finished_experiment_releases_at_once() {
 
 #[test]
 fn deleting_mid_stage_restores_the_baseline_then_releases() {
-    let mut run = Run::new(spec(), 6);
-    run.tick(None);
-    run.advance(60, 12, Verdict::Pass);
-    assert_eq!(run.status.stage_index, Some(1));
+    let mut run = at_stage_one();
     delete_and_check(&mut run);
 }
 
@@ -148,13 +164,7 @@ fn deleting_right_after_the_start_releases_at_once() {
 /// then the finalizer is released with a Warning naming the ready count.
 #[test]
 fn deleting_with_a_baseline_that_cannot_get_ready_gives_up_after_the_progress_deadline() {
-    let mut run = Run::new(spec(), 6);
-    run.tick(None);
-    run.advance(60, 12, Verdict::Pass);
-    assert_eq!(run.status.stage_index, Some(1));
-    run.auto_settle = false;
-    let ready = run.world.target.as_ref().unwrap().deployment.ready_replicas;
-    assert!(ready < 6);
+    let (mut run, ready) = at_stage_one_with_the_baseline_short();
     let since = at(run.now);
     let stuck = |o: &mut Observations| o.deleting_since = Some(since);
     run.log.clear();
@@ -182,13 +192,7 @@ fn deleting_with_a_baseline_that_cannot_get_ready_gives_up_after_the_progress_de
 /// the deletion asks for the target's size and releases at once, not after the deadline.
 #[test]
 fn deleting_with_a_candidate_that_serves_nothing_releases_at_once() {
-    let mut run = Run::new(spec(), 6);
-    run.tick(None);
-    run.advance(60, 12, Verdict::Pass);
-    assert_eq!(run.status.stage_index, Some(1));
-    run.auto_settle = false;
-    let ready = run.world.target.as_ref().unwrap().deployment.ready_replicas;
-    assert!(ready < 6);
+    let (mut run, ready) = at_stage_one_with_the_baseline_short();
     run.world.candidate.as_mut().unwrap().ready_replicas = 0;
     run.log.clear();
     run.now += 5;
@@ -211,9 +215,7 @@ fn deleting_with_a_candidate_that_serves_nothing_releases_at_once() {
 /// the candidate goes and the finalizer is released at once, not after the deadline.
 #[test]
 fn deleting_with_the_target_being_deleted_releases_at_once() {
-    let mut run = Run::new(spec(), 6);
-    run.tick(None);
-    run.advance(60, 12, Verdict::Pass);
+    let mut run = at_stage_one();
     run.auto_settle = false;
     run.world.target.as_mut().unwrap().deleting = true;
     run.log.clear();
@@ -239,10 +241,7 @@ fn deleting_with_the_target_being_deleted_releases_at_once() {
 /// with the experiment, so nothing is restored and no status or Event is written.
 #[test]
 fn deleting_in_a_terminating_namespace_releases_at_once() {
-    let mut run = Run::new(spec(), 6);
-    run.tick(None);
-    run.advance(60, 12, Verdict::Pass);
-    assert_eq!(run.status.stage_index, Some(1));
+    let mut run = at_stage_one();
     let before = run.status.clone();
     let out = run
         .tick_with(None, |o| {

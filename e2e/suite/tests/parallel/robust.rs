@@ -150,14 +150,7 @@ async fn deleted_while_stuck(s: &e2e_tests::Scenario, candidate: serde_json::Val
         e2e_tests::summary(Some(&e))
     );
     let t = std::time::Instant::now();
-    s.cexps.delete("stuck", &Default::default()).await?;
-    let cexps = s.cexps.clone();
-    e2e_tests::within(30, "the stuck experiment deleted", async move {
-        let gone = |e: Option<&e2e_tests::ConcurrencyExperiment>| e.is_none();
-        kube::runtime::wait::await_condition(cexps, "stuck", gone).await?;
-        Ok(())
-    })
-    .await?;
+    s.delete_cexp("stuck", 30).await?;
     s.log(format!(
         "the stuck experiment was deleted in {} ms",
         t.elapsed().as_millis()
