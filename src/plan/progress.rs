@@ -199,7 +199,19 @@ fn deadline_missed(cx: &mut Ctx, t: &Timing, in_force: bool, resumed: bool) -> b
             return false;
         }
     };
-    !cx.spec.paused && timing::add(entered, t.progress_deadline).is_some_and(|end| now >= end)
+    if cx.spec.paused {
+        return false;
+    }
+    let Some(end) = timing::add(entered, t.progress_deadline) else {
+        return false;
+    };
+    if now >= end {
+        return true;
+    }
+    // The deadline has a time of its own: the experiment is woken at it, not found past it by
+    // the next safety poll.
+    cx.wait(timing::until(now, end));
+    false
 }
 
 /// Why the deadline was missed, with what the pods say.

@@ -99,8 +99,12 @@ pub(super) fn run(cx: &mut Ctx, t: &Timing) {
         };
     let in_force = apply(cx, &survivors, split.pods_per_variant, split.share);
     if !in_force {
-        let entered = cx.status.stage_entered_at.as_ref().map(|s| s.0);
-        if entered.is_some_and(|e| cx.now() >= e + t.progress_deadline) {
+        let deadline = cx
+            .status
+            .stage_entered_at
+            .as_ref()
+            .and_then(|s| timing::add(s.0, t.progress_deadline));
+        if deadline.is_some_and(|end| cx.now() >= end) {
             let msg = format!(
                 "The selection's split ({}% to each of {} variants) was not in force within \
                  spec.progressDeadline ({}); restoring the baseline.",
@@ -111,6 +115,9 @@ pub(super) fn run(cx: &mut Ctx, t: &Timing) {
             return roll_back(cx, DecisionReason::ProgressDeadlineExceeded, msg);
         }
         cx.status.message = Some("Waiting for every variant's share to be in force.".into());
+        if let Some(end) = deadline {
+            cx.wait(timing::until(cx.now(), end));
+        }
         return cx.wait(timing::POLL);
     }
     let now = cx.now();

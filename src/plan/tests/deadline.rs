@@ -4,6 +4,7 @@
 use super::rollback::in_stage_two;
 use super::*;
 use crate::api::Phase;
+use std::time::Duration;
 
 const CRASHING: &str =
     "pod storefront-candidate-7c9-x1y2z: container web waiting: CrashLoopBackOff (last \
@@ -164,7 +165,11 @@ fn a_custom_deadline_is_used_and_a_bad_one_is_invalid() {
     run.spec.progress_deadline = "2m".into();
     wait_until(&mut run, 115);
     assert_eq!(run.status.phase, Phase::Progressing);
-    assert_eq!(run.last.as_ref().unwrap().requeue_after, Some(POLL));
+    // Woken at the deadline itself, not at the next safety poll.
+    assert_eq!(
+        run.last.as_ref().unwrap().requeue_after,
+        Some(Duration::from_secs(5))
+    );
     wait_until(&mut run, 120);
     assert_eq!(run.status.phase, Phase::RollingBack);
     let msg = run.status.decision.clone().unwrap().message;
