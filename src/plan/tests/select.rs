@@ -386,14 +386,31 @@ fn variants_not_ready_yet_are_waited_for_not_applied_again() {
         v.ready_replicas = 0;
         v.rolled_out = false;
     }
-    let waiting = s.run.tick_with(None, {
-        let sel = s.observe(None);
-        move |o| o.selection = Some(sel.clone())
-    });
+    let waiting = s
+        .run
+        .tick_with(None, {
+            let sel = s.observe(None);
+            move |o| o.selection = Some(sel.clone())
+        })
+        .clone();
     assert_eq!(waiting.actions, [], "{:?}", waiting.actions);
     assert_eq!(s.run.status.phase, Phase::Selecting);
     assert_eq!(
         s.run.status.message.as_deref(),
         Some("Waiting for every variant's share to be in force.")
     );
+    assert_eq!(waiting.requeue_after, Some(crate::plan::POLL));
+    // Seven seconds before spec.progressDeadline (10m) the experiment is woken at it, not at
+    // the next safety poll.
+    let entered = s.run.status.stage_entered_at.clone().unwrap().0;
+    s.run.now = entered.as_second() - at(0).as_second() + 600 - 7;
+    let near = s
+        .run
+        .tick_with(None, {
+            let sel = s.observe(None);
+            move |o| o.selection = Some(sel.clone())
+        })
+        .clone();
+    assert_eq!(s.run.status.phase, Phase::Selecting);
+    assert_eq!(near.requeue_after, Some(std::time::Duration::from_secs(7)));
 }
