@@ -1,4 +1,5 @@
-//! One reconcile: finalizer → observe → (analysis when due) → stage machine → act → status.
+//! One reconcile: observe → (analysis when due) → stage machine → finalizer (before the first
+//! write to the user's objects) → status → act → finalizer released (deleted and restored).
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -67,16 +68,11 @@ async fn reconcile_inner(exp: &ConcurrencyExperiment, ctx: &Context) -> Result<R
     let api: Api<ConcurrencyExperiment> = Api::namespaced(ctx.client.clone(), &ns);
     let deleting = exp.meta().deletion_timestamp.is_some();
     let has_finalizer = exp.finalizers().iter().any(|f| f == FINALIZER);
-    if !has_finalizer {
-        if deleting {
-            // Not ours to hold (deleted before the first reconcile, or already released).
-            ctx.metrics.remove_experiment(&ns, &exp.name_any());
-            return Ok(Requeue::await_change());
-        }
-        if !add_finalizer(&api, exp).await? {
-            return Ok(Requeue::requeue(Duration::from_millis(500)));
-        }
-        // The patch is itself a change event; the next reconcile continues from there.
+    if deleting && !has_finalizer {
+        // Nothing of the user's to restore: the experiment never wrote the target or the
+        // route (the finalizer comes before the first such write), or it was released
+        // already. What it created goes with it by owner reference.
+        ctx.metrics.remove_experiment(&ns, &exp.name_any());
         return Ok(Requeue::await_change());
     }
 
@@ -134,6 +130,27 @@ async fn reconcile_inner(exp: &ConcurrencyExperiment, ctx: &Context) -> Result<R
 
     let step = plan::step(&exp.spec, &current, &observations);
 
+    // The finalizer goes on just before the first write to the user's target or route, not at
+    // creation: an experiment that has only created its own objects is deleted by the API
+    // server and the garbage collector alone (500 waiting experiments deleted with two writes
+    // fewer each). From this write on, a deletion restores what it changed.
+    let held;
+    let exp = if !has_finalizer && step.actions.iter().any(plan::Action::writes_user_object) {
+        match add_finalizer(&api, exp).await? {
+            FinalizerPatch::Applied(patched) => {
+                held = *patched;
+                &held
+            }
+            // Deleted meanwhile (the API server adds no finalizer to an object being deleted)
+            // or its finalizers changed: nothing written; look again with a fresh copy.
+            FinalizerPatch::Gone | FinalizerPatch::Stale => {
+                return Ok(Requeue::requeue(Duration::from_millis(500)))
+            }
+        }
+    } else {
+        exp
+    };
+
     // Status first: the decision is on record before anything changes, and a decision made
     // from a stale status (someone else wrote meanwhile) is dropped instead of acted on.
     let written = status::write(&api, exp, &step.status, &ctx.settings.field_manager).await?;
@@ -171,7 +188,7 @@ async fn reconcile_inner(exp: &ConcurrencyExperiment, ctx: &Context) -> Result<R
     record_metrics(ctx, &exp.spec, &current, &step, &observations);
 
     if deleting && step.release_finalizer {
-        if !remove_finalizer(&api, exp).await? {
+        if let FinalizerPatch::Stale = remove_finalizer(&api, exp).await? {
             return Ok(Requeue::requeue(Duration::from_millis(500)));
         }
         ctx.metrics.remove_experiment(&ns, &exp.name_any());
@@ -246,14 +263,25 @@ fn record_metrics(
     // (controller::index), not this reconcile: recounting here was a scan of every experiment.
 }
 
+/// What a finalizer patch did.
+enum FinalizerPatch {
+    /// Written; the experiment as the API server stored it (its new resourceVersion guards the
+    /// status write that follows).
+    Applied(Box<ConcurrencyExperiment>),
+    /// The experiment is gone (404).
+    Gone,
+    /// The finalizers changed since this copy was read (the cache lags our own previous patch,
+    /// someone else wrote, or the experiment is being deleted and takes no new finalizer): a
+    /// 422 from the patch's `test`; nothing done, look again with a fresh copy.
+    Stale,
+}
+
 /// JSON patch with a `test` of the current list, so two writers never lose each other's
 /// finalizers (a failed test is a 422 and the reconcile retries from a fresh read).
-/// `false`: the finalizers changed since this copy was read (the cache lags our own previous
-/// patch, or someone else wrote): nothing done, look again with a fresh copy.
 async fn add_finalizer(
     api: &Api<ConcurrencyExperiment>,
     exp: &ConcurrencyExperiment,
-) -> Result<bool> {
+) -> Result<FinalizerPatch> {
     let patch = match &exp.meta().finalizers {
         None => json!([
             {"op": "test", "path": "/metadata/finalizers", "value": null},
@@ -267,14 +295,14 @@ async fn add_finalizer(
     json_patch(api, exp, patch).await
 }
 
-/// `false` as for `add_finalizer`.
+/// As `add_finalizer`; `Gone` is success here (an earlier release let the deletion finish).
 async fn remove_finalizer(
     api: &Api<ConcurrencyExperiment>,
     exp: &ConcurrencyExperiment,
-) -> Result<bool> {
+) -> Result<FinalizerPatch> {
     let finalizers = exp.finalizers();
     let Some(index) = finalizers.iter().position(|f| f == FINALIZER) else {
-        return Ok(true);
+        return Ok(FinalizerPatch::Gone);
     };
     let patch = json!([
         {"op": "test", "path": format!("/metadata/finalizers/{index}"), "value": FINALIZER},
@@ -290,30 +318,30 @@ async fn json_patch(
     api: &Api<ConcurrencyExperiment>,
     exp: &ConcurrencyExperiment,
     patch: serde_json::Value,
-) -> Result<bool> {
+) -> Result<FinalizerPatch> {
     let patch = serde_json::from_value(patch).map_err(|source| Error::Serialize {
         what: "finalizer patch",
         source,
     })?;
-    api.patch(
-        &exp.name_any(),
-        &PatchParams {
-            field_manager: Some(FIELD_MANAGER.to_string()),
-            ..PatchParams::default()
-        },
-        &Patch::Json::<()>(patch),
-    )
-    .await
-    .map(|_| true)
-    .or_else(|e| match e {
-        // Already gone: a finalizer released by an earlier reconcile let the deletion finish.
-        _ if is_not_found(&e) => Ok(true),
-        _ if is_invalid(&e) => {
+    let patched = api
+        .patch(
+            &exp.name_any(),
+            &PatchParams {
+                field_manager: Some(FIELD_MANAGER.to_string()),
+                ..PatchParams::default()
+            },
+            &Patch::Json::<()>(patch),
+        )
+        .await;
+    match patched {
+        Ok(stored) => Ok(FinalizerPatch::Applied(Box::new(stored))),
+        Err(e) if is_not_found(&e) => Ok(FinalizerPatch::Gone),
+        Err(e) if is_invalid(&e) => {
             tracing::info!(experiment = %key(exp), "finalizers changed meanwhile; looking again");
-            Ok(false)
+            Ok(FinalizerPatch::Stale)
         }
-        _ => Err(e.into()),
-    })
+        Err(e) => Err(e.into()),
+    }
 }
 
 /// Every store has had its first full list, waiting at most `CACHE_WAIT` for each.

@@ -12,7 +12,10 @@
 //!    worked).
 //! 2. If `analysis_due(spec, status, now)`, run the checks and pass the outcome in
 //!    `Observations::analysis` (record `at` = now, `stage_index` = `status.stage_index`).
-//! 3. `step(spec, status, obs)`; write `Step::status` to the status subresource, then run
+//! 3. `step(spec, status, obs)`; when an action `writes_user_object` (the target, the route)
+//!    and the experiment's finalizer is not in place yet, add it first — an experiment that
+//!    never wrote the user's objects has nothing to restore and holds no finalizer. Then
+//!    write `Step::status` to the status subresource, then run
 //!    `Step::actions` in order. Every action is repeated by later steps until its effect is
 //!    observed, so writing status first and crashing in between is safe; events are emitted
 //!    once, on the transition.

@@ -209,6 +209,29 @@ pub enum Action {
     },
 }
 
+impl Action {
+    /// Writes an object the user owns — the target Deployment or the HTTPRoute — rather than
+    /// one the experiment owns (those go with it by their owner reference). The shell puts the
+    /// experiment's finalizer in place before the first such write, so a deletion from then on
+    /// restores them; an experiment that never wrote one has nothing to restore and is deleted
+    /// without the operator.
+    pub fn writes_user_object(&self) -> bool {
+        match self {
+            Action::ScaleTarget { .. }
+            | Action::SetRouteWeights { .. }
+            | Action::RestoreRoute
+            | Action::PromoteTarget
+            | Action::Selection(SelectionAction::SetWeights { .. }) => true,
+            Action::EnsureCandidate { .. }
+            | Action::RemoveCandidate
+            | Action::ClearApproval
+            | Action::ClearRetry
+            | Action::Selection(_)
+            | Action::Event { .. } => false,
+        }
+    }
+}
+
 /// The stage machine's answer.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Step {

@@ -57,6 +57,29 @@ async fn deleting_mid_flight_restores_the_baseline_then_releases_the_finalizer()
     assert_eq!(finalizers(&fake), Vec::<String>::new());
 }
 
+/// Waiting at stage 1 for a candidate that never gets ready (unschedulable, the cluster out
+/// of room): the experiment has written nothing of the user's and holds no finalizer, so
+/// `kubectl delete` removes it at once and the candidate goes by its owner reference. Here it
+/// is seen deleting because someone else's finalizer holds it: the operator writes nothing.
+#[tokio::test]
+async fn an_experiment_that_never_wrote_the_users_objects_is_deleted_without_the_operator() {
+    let fake = FakeApi::default()
+        .with(EXP, experiment())
+        .with(TARGET, target(6, 6));
+    reconcile_stored(&fake).await.unwrap();
+    assert!(fake.get::<Deployment>(CANDIDATE).is_some());
+    assert_eq!(finalizers(&fake), Vec::<String>::new());
+
+    let mut exp: ConcurrencyExperiment = fake.get(EXP).unwrap();
+    exp.metadata.finalizers = Some(vec!["example.com/someone-else".into()]);
+    fake.put(EXP, exp);
+    mark_deleted(&fake);
+    fake.clear_calls();
+    reconcile_stored(&fake).await.unwrap();
+    assert_eq!(fake.lines(), Vec::<String>::new());
+    assert_eq!(finalizers(&fake), ["example.com/someone-else"]);
+}
+
 #[tokio::test]
 async fn in_a_terminating_namespace_the_finalizer_goes_at_once_with_nothing_else_written() {
     let fake = at_stage_one_with_the_baseline_short().await;

@@ -83,10 +83,25 @@ impl FakeApi {
                         meta.insert("uid".into(), uid);
                     }
                 } else if ct.starts_with("application/json-patch") {
+                    if obj.is_null() {
+                        return status_response(404, "NotFound", &format!("{path}: NotFound"));
+                    }
+                    // The API server adds no finalizer to an object being deleted (422).
+                    let finalizers = |o: &Value| o.pointer("/metadata/finalizers").cloned();
+                    let before = finalizers(&obj);
+                    let deleting = obj.pointer("/metadata/deletionTimestamp").is_some();
                     let ops: json_patch::Patch =
                         serde_json::from_value(apiserver_test_semantics(&obj, body)).unwrap();
                     if json_patch::patch(&mut obj, &ops).is_err() {
                         return status_response(422, "Invalid", &format!("{path}: Invalid"));
+                    }
+                    let count = |f: Option<Value>| f.and_then(|f| f.as_array().map(Vec::len));
+                    if deleting && count(finalizers(&obj)) > count(before) {
+                        return status_response(
+                            422,
+                            "Invalid",
+                            &format!("{path}: no new finalizers can be added if the object is being deleted"),
+                        );
                     }
                 } else {
                     if obj.is_null() {

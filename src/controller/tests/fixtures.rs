@@ -49,7 +49,7 @@ pub fn experiment() -> ConcurrencyExperiment {
     .unwrap()
 }
 
-/// The experiment after its first reconcile: finalizer in place.
+/// The experiment once it has written the user's target or route: finalizer in place.
 pub fn with_finalizer(mut exp: ConcurrencyExperiment) -> ConcurrencyExperiment {
     exp.metadata.finalizers = Some(vec![FINALIZER.to_string()]);
     exp
@@ -148,10 +148,11 @@ pub fn set_ready(fake: &FakeApi, path: &str, ready: i32) {
     fake.put(path, d);
 }
 
-/// Stage 1 in force: 2 candidate pods ready, the target shrunk from 6 to its 4 ready pods.
+/// Stage 1 in force: 2 candidate pods ready, the target shrunk from 6 to its 4 ready pods
+/// (the finalizer taken on the way, before that first write to the target).
 pub async fn at_stage_one_with_the_baseline_short() -> FakeApi {
     let fake = FakeApi::default()
-        .with(EXP, with_finalizer(experiment()))
+        .with(EXP, experiment())
         .with(TARGET, target(6, 6));
     reconcile_stored(&fake).await.unwrap();
     set_ready(&fake, CANDIDATE, 2);
@@ -249,6 +250,10 @@ impl FakeApi {
             .lock()
             .unwrap()
             .insert(path.to_string(), serde_json::to_value(obj).unwrap());
+    }
+
+    pub fn remove(&self, path: &str) {
+        self.objects.lock().unwrap().remove(path);
     }
 
     pub fn clear_calls(&self) {

@@ -11,31 +11,102 @@ use super::fixtures::*;
 use crate::api::{ConcurrencyExperiment, Phase, ANNOTATION_ABORT, ANNOTATION_RETRY};
 use crate::controller::reconcile::reconcile;
 
+/// The finalizer is taken just before the first write to the user's target, not at creation:
+/// until then the experiment has only made its own objects (they go with it by owner
+/// reference) and a deletion needs no restore.
 #[tokio::test]
-async fn first_reconcile_only_adds_the_finalizer() {
+async fn the_finalizer_is_taken_just_before_the_first_write_to_the_target() {
     let fake = FakeApi::default()
         .with(EXP, experiment())
         .with(TARGET, target(6, 6));
-    let requeue = reconcile_stored(&fake).await.unwrap();
-    assert_eq!(requeue, Requeue::await_change());
-    assert_eq!(fake.lines(), [format!("PATCH {EXP}")]);
-    let call = &fake.calls()[0];
+    reconcile_stored(&fake).await.unwrap();
+    // Status and the candidate at once (no reconcile spent on the finalizer alone).
     assert_eq!(
-        call.content_type.as_deref(),
+        fake.lines(),
+        [format!("PATCH {EXP}/status"), format!("PATCH {CANDIDATE}")]
+    );
+    let stored: ConcurrencyExperiment = fake.get(EXP).unwrap();
+    assert_eq!(stored.metadata.finalizers, None);
+
+    // The candidate is ready: the target shrinks, and the finalizer comes first.
+    set_ready(&fake, CANDIDATE, 2);
+    fake.clear_calls();
+    reconcile_stored(&fake).await.unwrap();
+    assert_eq!(
+        fake.lines(),
+        [
+            format!("PATCH {EXP}"),
+            format!("PATCH {EXP}/status"),
+            format!("PATCH {TARGET}"),
+        ]
+    );
+    let calls = fake.calls();
+    assert_eq!(
+        calls[0].content_type.as_deref(),
         Some("application/json-patch+json")
     );
     assert_eq!(
-        call.body,
+        calls[0].body,
         json!([
             {"op": "test", "path": "/metadata/finalizers", "value": null},
             {"op": "add", "path": "/metadata/finalizers", "value": ["concurrency.dev/restore-baseline"]},
         ])
     );
+    // The status write is guarded by the resourceVersion the finalizer patch returned: no
+    // conflict, no read again.
+    assert_eq!(calls[2].body, json!({"spec": {"replicas": 4}}));
     let stored: ConcurrencyExperiment = fake.get(EXP).unwrap();
     assert_eq!(
         stored.metadata.finalizers.unwrap(),
         ["concurrency.dev/restore-baseline"]
     );
+    // Held from then on: no second patch.
+    set_ready(&fake, TARGET, 4);
+    fake.clear_calls();
+    reconcile_stored(&fake).await.unwrap();
+    assert!(
+        !fake.lines().contains(&format!("PATCH {EXP}")),
+        "{:?}",
+        fake.lines()
+    );
+}
+
+/// Deleted between the decision and the finalizer (the API server adds no finalizer to an
+/// object being deleted), or gone altogether: nothing is written, least of all the target.
+#[tokio::test]
+async fn an_experiment_deleted_before_its_finalizer_is_taken_never_writes_the_target() {
+    for gone in [false, true] {
+        let fake = FakeApi::default()
+            .with(EXP, experiment())
+            .with(TARGET, target(6, 6));
+        reconcile_stored(&fake).await.unwrap();
+        set_ready(&fake, CANDIDATE, 2);
+        // The copy the reconcile sees is from before the deletion.
+        let before: ConcurrencyExperiment = fake.get(EXP).unwrap();
+        let mut deleted = before.clone();
+        deleted.metadata.deletion_timestamp = Some(
+            k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(jiff::Timestamp::now()),
+        );
+        if gone {
+            fake.remove(EXP);
+        } else {
+            fake.put(EXP, deleted);
+        }
+        fake.clear_calls();
+        let (ctx, server) = fake.context(std::slice::from_ref(&before));
+        let requeue = reconcile(Arc::new(before), ctx).await;
+        server.abort();
+        assert_eq!(
+            requeue.unwrap(),
+            Requeue::requeue(std::time::Duration::from_millis(500))
+        );
+        assert_eq!(fake.lines(), [format!("PATCH {EXP}")], "gone: {gone}");
+        assert_eq!(fake.get::<Deployment>(TARGET).unwrap(), target(6, 6));
+        if !gone {
+            let stored: ConcurrencyExperiment = fake.get(EXP).unwrap();
+            assert_eq!(stored.metadata.finalizers, None);
+        }
+    }
 }
 
 /// A copy from before our own finalizer patch (the cache lags; a Deployment event woke the
@@ -43,9 +114,15 @@ async fn first_reconcile_only_adds_the_finalizer() {
 #[tokio::test]
 async fn a_stale_copys_finalizer_patch_is_retried_not_failed() {
     let fake = FakeApi::default()
-        .with(EXP, with_finalizer(experiment()))
+        .with(EXP, experiment())
         .with(TARGET, target(6, 6));
-    let stale = experiment();
+    reconcile_stored(&fake).await.unwrap();
+    // The candidate is ready: the next step shrinks the target, so it takes the finalizer —
+    // which the stored experiment already has, the copy reconciled does not.
+    set_ready(&fake, CANDIDATE, 2);
+    let stale: ConcurrencyExperiment = fake.get(EXP).unwrap();
+    fake.put(EXP, with_finalizer(stale.clone()));
+    fake.clear_calls();
     let (ctx, server) = fake.context(std::slice::from_ref(&stale));
     let requeue = reconcile(Arc::new(stale), ctx).await;
     server.abort();
@@ -53,6 +130,8 @@ async fn a_stale_copys_finalizer_patch_is_retried_not_failed() {
         requeue.unwrap(),
         Requeue::requeue(std::time::Duration::from_millis(500))
     );
+    // Nothing acted on from the stale copy.
+    assert_eq!(fake.lines(), [format!("PATCH {EXP}")]);
     let stored: ConcurrencyExperiment = fake.get(EXP).unwrap();
     assert_eq!(
         stored.metadata.finalizers.unwrap(),

@@ -386,13 +386,7 @@ fn variants_not_ready_yet_are_waited_for_not_applied_again() {
         v.ready_replicas = 0;
         v.rolled_out = false;
     }
-    let waiting = s
-        .run
-        .tick_with(None, {
-            let sel = s.observe(None);
-            move |o| o.selection = Some(sel.clone())
-        })
-        .clone();
+    let waiting = s.tick(None);
     assert_eq!(waiting.actions, [], "{:?}", waiting.actions);
     assert_eq!(s.run.status.phase, Phase::Selecting);
     assert_eq!(
@@ -404,13 +398,7 @@ fn variants_not_ready_yet_are_waited_for_not_applied_again() {
     // the next safety poll.
     let entered = s.run.status.stage_entered_at.clone().unwrap().0;
     s.run.now = entered.as_second() - at(0).as_second() + 600 - 7;
-    let near = s
-        .run
-        .tick_with(None, {
-            let sel = s.observe(None);
-            move |o| o.selection = Some(sel.clone())
-        })
-        .clone();
+    let near = s.tick(None);
     assert_eq!(s.run.status.phase, Phase::Selecting);
     assert_eq!(near.requeue_after, Some(std::time::Duration::from_secs(7)));
 }
