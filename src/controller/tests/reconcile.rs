@@ -28,7 +28,9 @@ async fn the_finalizer_is_taken_just_before_the_first_write_to_the_target() {
     let stored: ConcurrencyExperiment = fake.get(EXP).unwrap();
     assert_eq!(stored.metadata.finalizers, None);
 
-    // The candidate is ready: the target shrinks, and the finalizer comes first.
+    // The candidate is ready: the target shrinks, and the finalizer comes first. The status
+    // write is guarded by the resourceVersion the finalizer patch returned: no conflict, no
+    // read again.
     set_ready(&fake, CANDIDATE, 2);
     fake.clear_calls();
     reconcile_stored(&fake).await.unwrap();
@@ -52,8 +54,6 @@ async fn the_finalizer_is_taken_just_before_the_first_write_to_the_target() {
             {"op": "add", "path": "/metadata/finalizers", "value": ["concurrency.dev/restore-baseline"]},
         ])
     );
-    // The status write is guarded by the resourceVersion the finalizer patch returned: no
-    // conflict, no read again.
     assert_eq!(calls[2].body, json!({"spec": {"replicas": 4}}));
     let stored: ConcurrencyExperiment = fake.get(EXP).unwrap();
     assert_eq!(
