@@ -82,7 +82,7 @@
 //! on top of the untouched target (`traffic::Router::selection_split`), each interval's
 //! `Observations::selection` analyses eliminate failing candidates one by one, and after
 //! `selection.duration` the ranking picks the winner, which enters stage 1 as the candidate
-//! (`Ctx::candidate`). The shell does not run selections yet (it reports them as a spec error).
+//! (`Ctx::candidate`); the shell runs its analyses (`controller::analyse::run_selection`).
 
 mod analysis;
 mod approval;

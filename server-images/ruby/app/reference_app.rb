@@ -164,7 +164,7 @@ module Reference
 
       @metrics.attach_server(Puma::Server.current) if defined?(Puma::Server) && Puma::Server.respond_to?(:current)
       # The app picks the request up now: a Puma thread took it / Falcon started its fiber.
-      queued = RequestStart.queue_time(env["HTTP_X_REQUEST_START"])
+      queued = RequestStart.queue_time_from_env(env)
       @metrics.record_queue_time(queued) if queued
       timing = Timing.new(@timing_mode, fibers: @fibers)
       env["reference.timing"] = timing

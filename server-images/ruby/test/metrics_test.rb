@@ -109,6 +109,33 @@ class MetricsTest < Minitest::Test
     assert_nil Reference::RequestStart.queue_time("garbage", 1_700_000_000.5)
   end
 
+  # What each router writes (see request_start.rb), and the fallbacks after X-Request-Start.
+  def test_router_formats_and_fallbacks
+    rs = Reference::RequestStart
+    { "t=1700000000.123" => [1_700_000_000.123, false], "t=1700000000123" => [1_700_000_000.123, false],
+      "1700000000123" => [1_700_000_000.123, false], "t=1700000000123456" => [1_700_000_000.123456, false],
+      "t=1700000000" => [1_700_000_000.0, true],
+      "t=1700000000123, t=1700000000200" => [1_700_000_000.123, false] }.each do |v, (secs, coarse)|
+      s = rs.parse_stamp(v)
+      refute_nil s, v
+      assert_in_delta secs, s[0], 1e-6, v
+      assert_equal coarse, s[1], v
+    end
+    alb = "Root=1-6553f100-bd862e3fe1be46a994272793"
+    assert_equal [1_700_000_000.0, true], rs.parse_amzn_trace_id(alb)
+    assert_equal [1_700_000_000.0, true], rs.parse_amzn_trace_id("Self=1-67891234-1245;Root=1-6553f100-abc")
+    ["", "Root=2-6553f100-x", "Root=1-6553f1-x", "Root=1-zzzzzzzz-x", nil].each do |bad|
+      assert_nil rs.parse_amzn_trace_id(bad), bad.inspect
+    end
+    env = { "HTTP_X_AMZN_TRACE_ID" => alb }
+    assert_in_delta 0.5, rs.queue_time_from_env(env, 1_700_000_000.5), 1e-6
+    env["HTTP_X_QUEUE_START"] = "t=1700000000400"
+    assert_in_delta 0.1, rs.queue_time_from_env(env, 1_700_000_000.5), 1e-6
+    env["HTTP_X_REQUEST_START"] = "t=1700000000200"
+    assert_in_delta 0.3, rs.queue_time_from_env(env, 1_700_000_000.5), 1e-6
+    assert_nil rs.queue_time_from_env({}, 1_700_000_000.5)
+  end
+
   # METRICS_NAMES=yabeda: the series the operator's `preset: yabeda` reads — yabeda-rack-queue's
   # histogram with its buckets, yabeda-puma-plugin's gauges by worker index with busy_threads.
   def test_yabeda_names
