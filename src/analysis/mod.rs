@@ -12,6 +12,7 @@ pub mod judge;
 pub mod queries;
 pub mod recommend;
 mod reference;
+mod restarts;
 mod selection;
 mod source;
 pub mod stats;
@@ -34,6 +35,7 @@ pub use recommend::{
     amdahl_speedup, recommend, recommend_from_spec, recommendation_table, recommended_threads,
 };
 pub use reference::{last_baseline, reference_baseline};
+pub use restarts::{judge_restarts, restarts, Restart, Restarts, RESTARTS_CHECK};
 pub use selection::{
     analyse_selection, baseline_values, objective, unreachable_selection, CandidateAnalysis,
     CandidateToJudge, Objective, SelectionAnalysis, SelectionContext,

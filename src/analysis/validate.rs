@@ -41,6 +41,12 @@ pub enum AnalysisSpecError {
          never run"
     )]
     MinSamples { value: i32, max: i32, kept: i32 },
+    /// The name of an entry the analysis adds itself (`restarts`).
+    #[error(
+        "spec.analysis.checks[{index}].name: {name:?} is the name of the restart rule's entry \
+         in every analysis (analysis.failOnRestart); name the check differently"
+    )]
+    ReservedName { index: usize, name: &'static str },
 }
 
 impl AnalysisSpecError {
@@ -52,6 +58,7 @@ impl AnalysisSpecError {
             AnalysisSpecError::Query(e) => e.category(),
             AnalysisSpecError::PromQl { .. } => "InvalidPromQL",
             AnalysisSpecError::MinSamples { .. } => "InvalidStatistical",
+            AnalysisSpecError::ReservedName { .. } => "ReservedCheckName",
         }
     }
 }
@@ -97,6 +104,12 @@ pub fn validate(analysis: &Analysis) -> Result<(), AnalysisSpecError> {
         container: "container".into(),
     };
     for (index, check) in analysis.checks.iter().enumerate() {
+        if check.display_name() == super::restarts::RESTARTS_CHECK {
+            return Err(AnalysisSpecError::ReservedName {
+                index,
+                name: super::restarts::RESTARTS_CHECK,
+            });
+        }
         Limits::from_check(check)?;
         if is_headroom(check) {
             // No query of its own: the capacity model's must be possible.

@@ -57,6 +57,16 @@ pub struct Analysis {
     #[serde(default = "default_max_predicted_utilization")]
     #[schemars(regex(pattern = MAX_UTILIZATION_PATTERN))]
     pub max_predicted_utilization: String,
+    /// A restart of the candidate's app container (OOMKilled, a crash, an evicted pod) fails
+    /// the analysis of the interval it happened in, whatever the metrics say: the requests it
+    /// was serving are lost, and the app's own metrics died with the process. `false` only
+    /// records them.
+    #[serde(default = "default_true")]
+    pub fail_on_restart: bool,
+}
+
+fn default_true() -> bool {
+    true
 }
 
 /// `85%`, `120%`, or `off`.

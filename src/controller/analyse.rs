@@ -207,5 +207,13 @@ pub async fn run(
             no_data: false,
         },
     };
+    // Also when Prometheus failed: a killed candidate is a failure Prometheus need not confirm.
+    let since = status.analyses.last().map(|a| a.at.0);
+    let restarts = match &fetched.candidate {
+        Some(c) => super::pods::restarts(&ctx.client, c, &actx.container, since).await,
+        None => Err("the candidate Deployment is gone".to_string()),
+    };
+    let fail = exp.spec.analysis.fail_on_restart;
+    let outcome = analysis::judge_restarts(outcome, restarts, &actx.container, fail);
     Ok(Some((outcome, baselines)))
 }

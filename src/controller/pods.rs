@@ -38,6 +38,32 @@ pub async fn not_ready_reason(client: &kube::Client, candidate: &Deployment) -> 
     }
 }
 
+/// The candidate's app container restarts since `since` (the previous analysis), for the
+/// analysis of this interval (`analysis::judge_restarts`): one list per analysis, not per
+/// reconcile. `Err` says why the pods could not be read.
+pub async fn restarts(
+    client: &kube::Client,
+    candidate: &Deployment,
+    container: &str,
+    since: Option<jiff::Timestamp>,
+) -> Result<crate::analysis::Restarts, String> {
+    let ns = candidate
+        .namespace()
+        .ok_or("the candidate has no namespace")?;
+    let selector = pod_selector(candidate).ok_or("the candidate has no pod selector")?;
+    let pods: Api<Pod> = Api::namespaced(client.clone(), &ns);
+    let params = ListParams::default()
+        .labels(&selector)
+        .limit(POD_LIST_LIMIT);
+    match pods.list(&params).await {
+        Ok(list) => Ok(crate::analysis::restarts(&list.items, container, since)),
+        Err(e) => {
+            tracing::warn!(error = %e, candidate = %candidate.name_any(), "could not list pods");
+            Err(truncate(&e.to_string(), MAX_PROBLEM))
+        }
+    }
+}
+
 /// The candidate's pods' CPU and memory usage from the resource metrics API (metrics.k8s.io,
 /// served by metrics-server where an HPA works), for the HPA's rule at 100 %. Best effort: an
 /// error (no metrics API, not yet scraped) is logged and nothing is followed this time.

@@ -7,6 +7,7 @@ mod judge;
 mod presets;
 mod queries;
 mod recommend;
+mod restarts;
 mod selection;
 mod stats;
 mod summary;

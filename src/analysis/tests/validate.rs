@@ -122,3 +122,18 @@ fn validate_names_what_is_wrong() {
     a.recommendation.min_gain = "5".into();
     assert!(validate(&a).is_err());
 }
+
+#[test]
+fn validate_refuses_a_check_named_like_the_restart_rule() {
+    let a = analysis(
+        r#"
+- {name: restarts, query: 'sum(kube_pod_container_status_restarts_total{pod=~"{{pods}}"})', max: 0}"#,
+    );
+    let e = validate(&a).unwrap_err();
+    assert_eq!(e.category(), "ReservedCheckName");
+    assert!(
+        e.to_string()
+            .starts_with("spec.analysis.checks[0].name: \"restarts\""),
+        "{e}"
+    );
+}

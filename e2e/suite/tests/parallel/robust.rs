@@ -2,8 +2,8 @@
 //! in the operator's way.
 
 use e2e_tests::{
-    decision_of, ensure, from_spec, latency_check, prometheus_in_cluster, run, status, Exp, Phase,
-    Progress, Result, Target, RATE, REPLICAS,
+    deciding_check, decision_of, ensure, from_spec, latency_check, prometheus_in_cluster, run,
+    status, tolerant_check, Exp, Phase, Progress, Result, Target, RATE, REPLICAS,
 };
 use k8s_openapi::api::apps::v1::Deployment;
 use serde_json::json;
@@ -120,6 +120,57 @@ async fn never_ready() {
         );
         s.assert_target_intact(REPLICAS).await?;
         deleted_while_stuck(s, candidate).await
+    })
+    .await;
+}
+
+/// A candidate whose memory outgrows the target's 256Mi limit within seconds of taking traffic
+/// (4 MiB kept per request) is OOM-killed and restarted again and again, while its latency and
+/// errors look fine between kills (issue 29: a candidate OOM-killed twice used to be
+/// promoted). The analysis of the interval with the kill fails on `restarts`, naming
+/// OOMKilled, and the experiment rolls back at stage 1; the baseline never lost a pod.
+#[tokio::test]
+#[ignore = "needs the e2e cluster (e2e/run)"]
+async fn oom_killed() {
+    run("oom_killed", async |s| {
+        s.deploy_target(&Target::default()).await?;
+        s.start_load(150, RATE).await?;
+        let leak = json!({"server": "puma", "workers": 2, "threads": 4,
+                          "env": [{"name": "MEMORY_GROWTH_KB_PER_REQUEST", "value": "4096"}]});
+        // Stages long enough that stage 1 cannot end before the first kill.
+        s.apply(&Exp::new("oom", leak, tolerant_check()).stage_s(60))
+            .await?;
+        let (e, min_ready) = s
+            .min_ready_while(s.wait_phase("oom", 150, Phase::RolledBack))
+            .await?;
+        ensure!(
+            decision_of(&e) == "Rollback/CheckFailed",
+            "decision {}",
+            decision_of(&e)
+        );
+        let msg = status(&e).decision.map(|d| d.message).unwrap_or_default();
+        s.log(format!("decision: {msg}"));
+        let c = deciding_check(&e).ok_or_else(|| anyhow::anyhow!("no failed check"))?;
+        ensure!(
+            c.name == "restarts",
+            "the failed check is {}, not restarts",
+            c.name
+        );
+        ensure!(
+            msg.contains("OOMKilled") && msg.contains("exit code 137"),
+            "the decision does not name the kill: {msg}"
+        );
+        ensure!(
+            status(&e).stage_index == Some(0),
+            "rolled back at stage index {:?}, not at the first stage",
+            status(&e).stage_index
+        );
+        s.expect_event("oom", "AnalysisFailed").await?;
+        ensure!(
+            min_ready >= REPLICAS as usize,
+            "ready baseline pods dropped to {min_ready}"
+        );
+        s.assert_baseline_restored().await
     })
     .await;
 }
