@@ -1,0 +1,71 @@
+# frozen_string_literal: true
+
+module Shop
+  class ConfigError < StandardError; end
+
+  # Every variable the image reads, checked once at start (bin/serve) so that a bad deployment
+  # stops there naming the variable instead of failing on its first request.
+  module Settings
+    DATABASE_YMLS = { "default" => "config/database.yml", "pinned" => "config/database.pinned.yml" }.freeze
+
+    module_function
+
+    def check!(env = ENV)
+      positive_int(env, "RAILS_MAX_THREADS", 5)
+      positive_int(env, "RAILS_MIN_THREADS", 1)
+      if env["RAILS_MIN_THREADS"].to_s != "" &&
+         Integer(env["RAILS_MIN_THREADS"], 10) > positive_int(env, "RAILS_MAX_THREADS", 5)
+        raise ConfigError, "RAILS_MIN_THREADS must not exceed RAILS_MAX_THREADS"
+      end
+      positive_int(env, "WEB_CONCURRENCY", 1)
+      port = positive_int(env, "PORT", 3000)
+      raise ConfigError, "PORT must be at most 65535, got #{port}" if port > 65_535
+
+      database_yml(env)
+      concurrency_metrics?(env)
+      shipping_ms(env)
+      positive_int(env, "DB_WAIT_S", 120)
+      true
+    end
+
+    def database_yml(env)
+      name = env.fetch("DATABASE_YML", "default")
+      return name if DATABASE_YMLS.key?(name)
+
+      raise ConfigError, "DATABASE_YML must be one of #{DATABASE_YMLS.keys.join(', ')}, got #{name.inspect}"
+    end
+
+    def database_yml_path(root, env)
+      File.join(root.to_s, DATABASE_YMLS.fetch(database_yml(env)))
+    end
+
+    # CONCURRENCY_METRICS=1: load the concurrency-metrics gem (running / I/O-wait / GVL-wait
+    # seconds per request, DB pool wait) beside the standard yabeda series.
+    def concurrency_metrics?(env)
+      case env.fetch("CONCURRENCY_METRICS", "0")
+      when "1" then true
+      when "0", "" then false
+      else raise ConfigError, "CONCURRENCY_METRICS must be 0 or 1, got #{env['CONCURRENCY_METRICS'].inspect}"
+      end
+    end
+
+    # What the shipping endpoint's carrier API (the delay server) takes per call, by default.
+    def shipping_ms(env)
+      v = env.fetch("SHIPPING_MS", "50")
+      ms = Float(v, exception: false)
+      return ms if ms&.finite? && ms >= 0 && ms <= 60_000
+
+      raise ConfigError, "SHIPPING_MS must be a number of milliseconds in 0..60000, got #{v.inspect}"
+    end
+
+    def positive_int(env, name, default)
+      v = env[name]
+      return default if v.nil? || v.empty?
+
+      n = Integer(v, 10, exception: false)
+      return n if n&.positive?
+
+      raise ConfigError, "#{name} must be a positive integer, got #{v.inspect}"
+    end
+  end
+end
