@@ -23,7 +23,9 @@ module Shop
     PUMA_STATS = %i[backlog running busy_threads pool_capacity max_threads requests_count].freeze
     POOL_STATS = %i[size connections busy dead idle waiting].freeze
 
-    Family = Struct.new(:name, :type, :help, :buckets)
+    # zero: a label-less counter that is 0 before its first increment (as client_ruby writes
+    # one), so a rate over it exists from the start.
+    Family = Struct.new(:name, :type, :help, :buckets, :zero)
 
     # Labelled counters, histograms and gauges of this process, and the text of all processes.
     class Store
@@ -37,7 +39,7 @@ module Shop
 
       attr_reader :dir
 
-      def counter(name, help) = register(name, :counter, help)
+      def counter(name, help, zero: false) = register(name, :counter, help, nil, zero)
       def gauge(name, help) = register(name, :gauge, help)
       def histogram(name, help, buckets) = register(name, :histogram, help, buckets)
 
@@ -91,10 +93,10 @@ module Shop
 
       private
 
-      def register(name, type, help, buckets = nil)
+      def register(name, type, help, buckets = nil, zero = false)
         raise ArgumentError, "metric #{name} registered twice" if @families.key?(name)
 
-        @families[name] = Family.new(name, type, help, buckets&.dup&.freeze)
+        @families[name] = Family.new(name, type, help, buckets&.dup&.freeze, zero)
       end
 
       def family(name)
@@ -174,6 +176,7 @@ module Shop
             merged[labels] = merged.key?(labels) ? add(f, merged[labels], v) : v
           end
         end
+        merged[{}] = 0 if f.zero && merged.empty?
         out = ["# HELP #{f.name} #{f.help}", "# TYPE #{f.name} #{f.type}"]
         merged.each do |labels, v|
           if f.type == :histogram
@@ -318,7 +321,8 @@ module Shop
 
       def install_pool_wait(store)
         store.counter(:ruby_db_pool_wait_seconds_total,
-                      "Time request threads waited for an ActiveRecord connection (all connections in use).")
+                      "Time request threads waited for an ActiveRecord connection (all connections in use).",
+                      zero: true)
         ActiveRecord::ConnectionAdapters::ConnectionPool::Queue.prepend(PoolWait)
         @pool_wait = true
       end
