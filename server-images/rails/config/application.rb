@@ -10,6 +10,10 @@ require "action_view/railtie"
 
 require_relative "../lib/shop/settings"
 require_relative "../lib/shop/metrics"
+if Shop::Settings.concurrency_metrics?(ENV)
+  require_relative "../lib/shop/concurrency_metrics"
+  Shop::ConcurrencyMetrics.require_gem!
+end
 
 module Shop
   class Application < Rails::Application

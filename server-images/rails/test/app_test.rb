@@ -25,7 +25,9 @@ class AppTest < Minitest::Test
       { "DATABASE_YML" => "tiny" } => "DATABASE_YML",
       { "CONCURRENCY_METRICS" => "yes" } => "CONCURRENCY_METRICS",
       { "SHIPPING_MS" => "-1" } => "SHIPPING_MS",
-      { "RAILS_MIN_THREADS" => "9", "RAILS_MAX_THREADS" => "8" } => "RAILS_MIN_THREADS"
+      { "RAILS_MIN_THREADS" => "9", "RAILS_MAX_THREADS" => "8" } => "RAILS_MIN_THREADS",
+      { "CONCURRENCY_METRICS" => "1", "CONCURRENCY_METRICS_LIB" => "/nonexistent" } => "CONCURRENCY_METRICS_LIB",
+      { "CONCURRENCY_METRICS" => "1", "CONCURRENCY_METRICS_SAMPLE_RATE" => "2" } => "CONCURRENCY_METRICS_SAMPLE_RATE"
     }.each do |env, variable|
       out = IO.popen(env, [RbConfig.ruby, File.join(ROOT, "bin/serve")], err: %i[child out], &:read)
       assert_equal 2, $?.exitstatus, "#{env} must not start: #{out}"
@@ -113,5 +115,13 @@ class AppTest < Minitest::Test
     # the 5 connections (the total is far above the bound on a busy machine too).
     assert_operator waits[0]["ruby_db_pool_wait_seconds_total"], :>, 0.3
     assert_equal 0, waits[1]["ruby_db_pool_wait_seconds_total"], "8 connections for 8 threads: no wait"
+    # The concurrency-metrics gem (CONCURRENCY_METRICS=1) measured every request: on Ruby 3.1
+    # its estimate, with the 300 ms HTTP calls (and the pool waits) as I/O wait.
+    waits.each do |m|
+      assert_equal 16, m["ruby_sampled_requests_total"]
+      assert_operator m["ruby_io_wait_seconds_total"], :>, 16 * 0.3 / 2
+      assert m.key?("ruby_gvl_wait_seconds_total") && m.key?("ruby_running_seconds_total")
+    end
+    assert_equal 1, waits[0][%(ruby_gvl_metrics_info{gvl_source="estimate",sample_rate="1",ruby_version="#{RUBY_VERSION}"})]
   end
 end

@@ -4,7 +4,4 @@
 # CONCURRENCY_METRICS=1 the DB pool wait counter and the concurrency-metrics gem's series.
 with_gem = Shop::Settings.concurrency_metrics?(ENV)
 Shop::Metrics.install!(Shop::Metrics::Store.new(dir: ENV["METRICS_DIR"].presence), pool_wait: with_gem)
-if with_gem
-  require_relative "../../lib/shop/concurrency_metrics"
-  Shop::ConcurrencyMetrics.load!(Shop::Metrics.store)
-end
+Shop::ConcurrencyMetrics.start!(Shop::Metrics.store) if with_gem

@@ -331,13 +331,14 @@ module Shop
     # ActiveRecord 6.1 checks a connection out without waiting while one is free; only when
     # none is does it call Queue#wait_poll, which sleeps on the pool's condition variable
     # until a connection is checked in or checkout_timeout passes. That sleep is the pool
-    # wait (a timeout's wait too).
+    # wait (a timeout's wait too). The thread sleeps off the GVL: for the concurrency-metrics
+    # gem's estimate (Ruby < 3.2) it is a wait like I/O, not GVL wait.
     module PoolWait
       private
 
       def wait_poll(timeout)
         t0 = Process.clock_gettime(Process::CLOCK_MONOTONIC)
-        super
+        defined?(::ConcurrencyMetrics.io_wait) ? ::ConcurrencyMetrics.io_wait { super } : super
       ensure
         Metrics.pool_waited(Process.clock_gettime(Process::CLOCK_MONOTONIC) - t0)
       end

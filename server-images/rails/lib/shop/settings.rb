@@ -22,7 +22,14 @@ module Shop
       raise ConfigError, "PORT must be at most 65535, got #{port}" if port > 65_535
 
       database_yml(env)
-      concurrency_metrics?(env)
+      if concurrency_metrics?(env)
+        dir = concurrency_metrics_lib(env)
+        unless File.file?(File.join(dir, "concurrency_metrics.rb"))
+          raise ConfigError, "CONCURRENCY_METRICS=1 but the concurrency-metrics gem is not in #{dir} (CONCURRENCY_METRICS_LIB)"
+        end
+
+        concurrency_metrics_sample_rate(env)
+      end
       shipping_ms(env)
       positive_int(env, "DB_WAIT_S", 120)
       true
@@ -47,6 +54,24 @@ module Shop
       when "0", "" then false
       else raise ConfigError, "CONCURRENCY_METRICS must be 0 or 1, got #{env['CONCURRENCY_METRICS'].inspect}"
       end
+    end
+
+    # The gem's lib directory: CONCURRENCY_METRICS_LIB, else the image's copy
+    # (/app/vendor/concurrency-metrics/lib), else the repository's.
+    def concurrency_metrics_lib(env)
+      return env["CONCURRENCY_METRICS_LIB"] unless env.fetch("CONCURRENCY_METRICS_LIB", "").empty?
+
+      vendored = File.expand_path("../../vendor/concurrency-metrics/lib", __dir__)
+      File.directory?(vendored) ? vendored : File.expand_path("../../../../concurrency-metrics/lib", __dir__)
+    end
+
+    # The share of requests the gem measures (its sample_rate), in (0, 1].
+    def concurrency_metrics_sample_rate(env)
+      v = env.fetch("CONCURRENCY_METRICS_SAMPLE_RATE", "1")
+      rate = Float(v, exception: false)
+      return rate if rate&.finite? && rate.positive? && rate <= 1
+
+      raise ConfigError, "CONCURRENCY_METRICS_SAMPLE_RATE must be a number in (0, 1], got #{v.inspect}"
     end
 
     # What the shipping endpoint's carrier API (the delay server) takes per call, by default.
