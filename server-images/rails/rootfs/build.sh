@@ -41,4 +41,8 @@ if out=$(chroot "$dir" /usr/bin/env RAILS_MAX_THREADS=0 /app/bin/serve 2>&1); th
   echo "rootfs: bin/serve accepted RAILS_MAX_THREADS=0" >&2; exit 1
 fi
 grep -q RAILS_MAX_THREADS <<<"$out" || { echo "rootfs: unexpected error: $out" >&2; exit 1; }
+if [[ -d $dir/app/vendor/concurrency-metrics ]]; then
+  chroot "$dir" /usr/bin/env CONCURRENCY_METRICS=1 /usr/bin/ruby -e 'require "/app/config/environment"
+    abort "the gem is not in the middleware stack" unless Rails.application.middleware.include?(ConcurrencyMetrics::Middleware)'
+fi
 echo "rootfs: $dir ready ($(du -sh "$dir" | cut -f1)); next: e2e/cluster/image rails-app:dev $dir --entrypoint /app/bin/serve" >&2
