@@ -16,12 +16,14 @@ module ConcurrencyMetrics
   #           waiting on a lock or a connection pool).
   # Without it (:estimate, the reference app's documented estimate):
   #   io:     the wall time of each wrapped wait (io_wait / the instrumented libraries) minus the
-  #           CPU and run-queue time the thread had inside it, capped at a nominal duration when
-  #           the caller knows one;
-  #   gvl:    wall − running − io − runqueue, clamped at 0: the time the request was ready but not
-  #           running for Ruby's reasons — preemption by other threads during CPU work and
-  #           re-acquiring the GVL after a wait. It also absorbs any wait the gem does not see
-  #           (an unwrapped socket read), so it is an estimate and labelled so.
+  #           CPU the thread used inside it, capped at a nominal duration when the caller knows
+  #           one. Like the hook's figure it includes the wake-up after the wait;
+  #   gvl:    wall − running − io − the run-queue wait outside the wrapped waits, clamped at 0:
+  #           the time the request was ready but not running for Ruby's reasons — preemption by
+  #           other threads during CPU work, and the GVL re-acquired after a wait (which the
+  #           estimate cannot tell from the wait itself: it lands in io). It also absorbs any
+  #           wait the gem does not see (an unwrapped socket read), so it is an estimate and
+  #           labelled so.
   class Timing
     attr_reader :mode
 
@@ -37,6 +39,7 @@ module ConcurrencyMetrics
     def initialize(mode)
       @mode = mode
       @io = 0.0
+      @runqueue_in_io = 0.0
       @depth = 0
       @wall_start = Timing.now
       @cpu_start = Timing.thread_cpu
@@ -70,7 +73,8 @@ module ConcurrencyMetrics
       return if token.nil?
 
       wall0, cpu0, rq0 = token
-      waited = (Timing.now - wall0) - (Timing.thread_cpu - cpu0) - (RunQueue.seconds - rq0)
+      @runqueue_in_io += RunQueue.seconds - rq0
+      waited = (Timing.now - wall0) - (Timing.thread_cpu - cpu0)
       waited = 0.0 if waited.negative?
       waited = nominal if nominal && nominal < waited
       @io += waited
@@ -86,7 +90,7 @@ module ConcurrencyMetrics
         io = idle - @idle_start
       else
         io = @io
-        gvl = wall - running - io - runqueue
+        gvl = wall - running - io - (runqueue - @runqueue_in_io)
         gvl = 0.0 if gvl.negative?
       end
       Sample.new(running: running, io_wait: io, gvl_wait: gvl, runqueue_wait: runqueue, wall: wall)
