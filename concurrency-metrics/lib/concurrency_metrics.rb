@@ -16,17 +16,20 @@ module ConcurrencyMetrics
 
   # What a configured process uses: fixed once started, read without locks by requests.
   class State
-    attr_reader :config, :gvl_mode, :adapters
+    attr_reader :config, :gvl_mode, :adapters, :runqueue
 
     def initialize(config, gvl_mode, adapters)
       @config = config
       @gvl_mode = gvl_mode
       @adapters = adapters.freeze
+      wanted = config.runqueue == :auto ? gvl_mode == :estimate : config.runqueue
+      @runqueue = wanted && RunQueue.available?
       freeze
     end
 
     def info
-      { gvl_source: @gvl_mode.to_s, sample_rate: format("%g", @config.sample_rate), ruby_version: RUBY_VERSION }
+      { gvl_source: @gvl_mode.to_s, runqueue_source: @runqueue ? "schedstat" : "none",
+        sample_rate: format("%g", @config.sample_rate), ruby_version: RUBY_VERSION }
     end
 
     # Never raises: a metrics failure must not fail the request.

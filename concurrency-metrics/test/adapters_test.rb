@@ -32,7 +32,7 @@ class AdaptersTest < Minitest::Test
   end
 
   def info_labels
-    { gvl_source: ConcurrencyMetrics.gvl_source, sample_rate: "1", ruby_version: RUBY_VERSION }
+    { gvl_source: ConcurrencyMetrics.gvl_source, runqueue_source: Work.runqueue_source, sample_rate: "1", ruby_version: RUBY_VERSION }
   end
 
   def test_yabeda_group_ruby_exported_by_yabeda_prometheus_under_the_operator_names
@@ -58,12 +58,25 @@ class AdaptersTest < Minitest::Test
   def test_prometheus_exporter_custom_counters_get_the_collectors_ruby_prefix
     collector = FakePrometheusExporter::Collector.new
     adapter = ConcurrencyMetrics::Adapters::PrometheusExporter.new(FakePrometheusExporter::Client.new(collector))
-    feed(adapter)
+    ConcurrencyMetrics.configure { |c| c.backend = adapter }
+    assert_empty collector.exposition, "nothing sent from setup (it may run in Puma's master)"
+    ConcurrencyMetrics.after_fork # the Puma plugin, as a worker boots
+    assert_equal ALL_COUNTERS.to_h { |n| [n, { {} => 0 }] }, collector.exposition.except("ruby_gvl_metrics_info"),
+                 "every counter exists at 0 before the first request"
+    ConcurrencyMetrics.state.record(S1)
+    ConcurrencyMetrics.state.record(S2)
     series = collector.exposition
     assert_equal (ALL_COUNTERS + ["ruby_gvl_metrics_info"]).sort, series.keys.sort
     EXPECTED.each { |name, v| assert_in_delta v, series.fetch(name).fetch({}), 1e-9, name }
     assert_equal({ info_labels.transform_keys(&:to_s) => 1 }, series["ruby_gvl_metrics_info"])
     assert_equal "counter", collector.metrics["running_seconds_total"][:type]
+  end
+
+  def test_prometheus_exporter_announces_itself_on_the_first_sampled_request_without_the_plugin
+    collector = FakePrometheusExporter::Collector.new
+    feed(ConcurrencyMetrics::Adapters::PrometheusExporter.new(FakePrometheusExporter::Client.new(collector)))
+    assert_equal({ info_labels.transform_keys(&:to_s) => 1 }, collector.exposition["ruby_gvl_metrics_info"])
+    assert_equal 2, collector.exposition["ruby_sampled_requests_total"][{}]
   end
 
   def test_client_ruby_keyword_api
@@ -89,7 +102,11 @@ class AdaptersTest < Minitest::Test
       Prometheus::Client.configuration.multiprocess_files_dir = dir
       Prometheus::Client.reinitialize_on_pid_change(force: true)
       registry = Prometheus::Client::Registry.new
-      feed(ConcurrencyMetrics::Adapters::PrometheusClient.new(registry))
+      ConcurrencyMetrics.configure { |c| c.backend = ConcurrencyMetrics::Adapters::PrometheusClient.new(registry) }
+      before = Prometheus::Client::Formats::Text.marshal_multiprocess(dir)
+      ALL_COUNTERS.each { |name| assert_match(/^#{name} 0(\.0)?$/, before, "#{name} exists at 0 before the first request") }
+      ConcurrencyMetrics.state.record(S1)
+      ConcurrencyMetrics.state.record(S2)
       text = Prometheus::Client::Formats::Text.marshal_multiprocess(dir)
       EXPECTED.each do |name, v|
         assert_match(/^# TYPE #{name} counter$/, text)

@@ -50,4 +50,9 @@ module Work
   def hook?
     ConcurrencyMetrics::Gvl.hook_unavailable_reason.nil?
   end
+
+  # The default: read in estimate mode, where the file exists.
+  def runqueue_source
+    !hook? && ConcurrencyMetrics::RunQueue.available? ? "schedstat" : "none"
+  end
 end

@@ -28,7 +28,7 @@ class SamplingTest < Minitest::Test
     assert_equal 4000, calls, "every request is served"
     assert_equal expected, @recorder.samples.size
     assert_includes 15..70, expected
-    assert_equal({ gvl_source: ConcurrencyMetrics.gvl_source, sample_rate: "0.01", ruby_version: RUBY_VERSION },
+    assert_equal({ gvl_source: ConcurrencyMetrics.gvl_source, runqueue_source: Work.runqueue_source, sample_rate: "0.01", ruby_version: RUBY_VERSION },
                  @recorder.info)
   end
 

@@ -9,7 +9,7 @@ module ConcurrencyMetrics
     INSTRUMENTS = %i[active_record net_http].freeze
     DEFAULT_IGNORE = ["/metrics", "/healthz", "/up"].freeze
 
-    attr_reader :sample_rate, :backends, :gvl, :instrument, :ignore_paths
+    attr_reader :sample_rate, :backends, :gvl, :instrument, :ignore_paths, :runqueue
     # PrometheusExporter::Client to send to (default: PrometheusExporter::Client.default).
     attr_accessor :prometheus_exporter_client
     # Prometheus::Client::Registry (default: Prometheus::Client.registry).
@@ -23,6 +23,7 @@ module ConcurrencyMetrics
       @sample_rate = 1.0
       @backends = []
       @gvl = :auto
+      @runqueue = :auto
       @instrument = INSTRUMENTS.dup
       @ignore_paths = DEFAULT_IGNORE.dup
       @random = Random
@@ -62,6 +63,15 @@ module ConcurrencyMetrics
       end
 
       @gvl = value
+    end
+
+    # Read the kernel's run-queue wait (/proc/thread-self/schedstat, a syscall per read):
+    # :auto reads it in estimate mode, which subtracts it from the GVL estimate, and not with
+    # the hook, which measures GVL wait directly.
+    def runqueue=(value)
+      raise ConfigError, "runqueue must be :auto, true or false, got #{value.inspect}" unless [:auto, true, false].include?(value)
+
+      @runqueue = value
     end
 
     # Libraries whose calls count as I/O wait in estimate mode (the hook sees every wait).

@@ -15,7 +15,7 @@ module ConcurrencyMetrics
       return @app.call(env) if state.nil? || Thread.current[TIMING_KEY] ||
                                state.config.ignored?(env["PATH_INFO"]) || !state.config.sample?
 
-      timing = Timing.new(state.gvl_mode)
+      timing = Timing.new(state.gvl_mode, runqueue: state.runqueue)
       Thread.current[TIMING_KEY] = timing
       begin
         @app.call(env)

@@ -17,7 +17,8 @@ module ConcurrencyMetrics
       gvl_wait: ["gvl_wait_seconds_total",
                  "Time sampled requests were ready to run but waiting for the GVL."],
       runqueue_wait: ["cpu_runqueue_wait_seconds_total",
-                      "Time sampled requests' threads were runnable but given no CPU by the kernel."],
+                      "Time sampled requests' threads were runnable but given no CPU by the kernel " \
+                      "(schedstat; 0 unless runqueue_source=\"schedstat\")."],
       requests: ["sampled_requests_total",
                  "Requests measured (sampled); the denominator of the per-request figures above."],
       wall: ["sampled_request_duration_seconds_total",
@@ -25,7 +26,7 @@ module ConcurrencyMetrics
     }.freeze
 
     INFO = ["gvl_metrics_info", "How this process measures the GVL counters (value 1)."].freeze
-    INFO_LABELS = %i[gvl_source sample_rate ruby_version].freeze
+    INFO_LABELS = %i[gvl_source runqueue_source sample_rate ruby_version].freeze
 
     module_function
 

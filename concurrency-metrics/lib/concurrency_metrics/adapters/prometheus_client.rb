@@ -21,6 +21,9 @@ module ConcurrencyMetrics
         @counters = Names::COUNTERS.to_h do |field, (suffix, help)|
           [field, fetch_or_register(:counter, Names.full(suffix).to_sym, help)]
         end
+        # The series exist (at 0) before the first sampled request: the operator checks that a
+        # check's series exist before it moves traffic.
+        @counters.each_value { |c| @keyword ? c.increment(by: 0) : c.increment({}, 0) }
         info_name, info_help = Names::INFO
         gauge = fetch_or_register(:gauge, Names.full(info_name).to_sym, info_help)
         @keyword ? gauge.set(1, labels: info) : gauge.set(info, 1)

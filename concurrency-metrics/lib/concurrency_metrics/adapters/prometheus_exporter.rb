@@ -9,27 +9,41 @@ module ConcurrencyMetrics
     # cluster mode needs nothing more. API used (discourse/prometheus_exporter, client.rb):
     # Client#register(type, name, help) -> RemoteMetric#observe(value, keys); the collector's
     # default handling of a "counter" adds value, of a "gauge" sets it.
+    #
+    # Nothing is sent from setup: in Puma cluster mode with preload_app! setup runs in the
+    # master, and a client socket opened there would be inherited by every worker (one TCP
+    # stream written by several processes). Each process announces itself — every counter at 0,
+    # so the series exist before its first request is measured, and the info gauge — from
+    # after_fork (the Puma plugin calls it as a worker boots) or its first sampled request.
     class PrometheusExporter
       def initialize(client)
         @client = client
+        @announced_pid = nil
       end
 
       def setup(info)
-        @counters ||= Names::COUNTERS.transform_values { |(suffix, help)| @client.register(:counter, suffix, help) }
         @info_labels = info
+        @counters ||= Names::COUNTERS.transform_values { |(suffix, help)| @client.register(:counter, suffix, help) }
         @info ||= @client.register(:gauge, Names::INFO[0], Names::INFO[1])
-        @info.observe(1, @info_labels)
       end
 
       def record(sample)
+        announce unless @announced_pid == Process.pid
         @counters.each do |field, metric|
           metric.observe(field == :requests ? 1 : sample[field], {})
         end
       end
 
-      # The info gauge again from the worker (the client's sender thread restarts by itself).
       def after_fork
-        @info&.observe(1, @info_labels)
+        announce
+      end
+
+      private
+
+      def announce
+        @announced_pid = Process.pid
+        @counters.each_value { |m| m.observe(0, {}) }
+        @info.observe(1, @info_labels)
       end
     end
   end
