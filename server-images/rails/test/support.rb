@@ -20,8 +20,11 @@ module RailsAppTest
   module Postgres
     module_function
 
+    LOCK = Mutex.new
+
+    # Tests run in parallel (each starts its own servers); the first to ask starts it.
     def port
-      @port ||= start
+      LOCK.synchronize { @port ||= start }
     end
 
     def env
@@ -84,7 +87,7 @@ module RailsAppTest
                            pgroup: true)
     end
 
-    def wait_ready(timeout: 40)
+    def wait_ready(timeout: 120)
       deadline = Process.clock_gettime(Process::CLOCK_MONOTONIC) + timeout
       loop do
         return if (get("/healthz").code == "200" rescue false)
