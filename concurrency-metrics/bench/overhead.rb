@@ -85,6 +85,17 @@ puts "Ruby #{RUBY_VERSION}, gvl_source #{ConcurrencyMetrics.gvl_source}, #{Etc.n
   end
 end
 
+# Estimate mode: each wrapped wait (an ActiveRecord query, a Net::HTTP call, io_wait) reads the
+# clocks and, with runqueue on, the kernel's run-queue wait before and after.
+[true, false].each do |rq|
+  timing = ConcurrencyMetrics::Timing.new(:estimate, runqueue: rq)
+  n = requests * 5
+  t0 = Process.clock_gettime(Process::CLOCK_PROCESS_CPUTIME_ID)
+  n.times { timing.io_wait { nil } }
+  us = (Process.clock_gettime(Process::CLOCK_PROCESS_CPUTIME_ID) - t0) / n * 1e6
+  puts format("#{rq ? "\n" : ''}estimate mode, one wrapped wait, runqueue #{rq ? 'on ' : 'off'}: %.1f us CPU", us)
+end
+
 # The hook runs on every GVL release/acquire of every thread, sampled request or not.
 if ConcurrencyMetrics::Gvl.native_loaded? && ConcurrencyMetrics::Native.hook_available?
   r, w = IO.pipe
