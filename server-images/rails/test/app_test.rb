@@ -29,7 +29,8 @@ class AppTest < Minitest::Test
       { "SHIPPING_MS" => "-1" } => "SHIPPING_MS",
       { "RAILS_MIN_THREADS" => "9", "RAILS_MAX_THREADS" => "8" } => "RAILS_MIN_THREADS",
       { "CONCURRENCY_METRICS" => "1", "CONCURRENCY_METRICS_LIB" => "/nonexistent" } => "CONCURRENCY_METRICS_LIB",
-      { "CONCURRENCY_METRICS" => "1", "CONCURRENCY_METRICS_SAMPLE_RATE" => "2" } => "CONCURRENCY_METRICS_SAMPLE_RATE"
+      { "CONCURRENCY_METRICS" => "1", "CONCURRENCY_METRICS_SAMPLE_RATE" => "2" } => "CONCURRENCY_METRICS_SAMPLE_RATE",
+      { "PORT" => "3000", "METRICS_PORT" => "3000" } => "METRICS_PORT"
     }.each do |env, variable|
       out = IO.popen(env, [RbConfig.ruby, File.join(ROOT, "bin/serve")], err: %i[child out], &:read)
       assert_equal 2, $?.exitstatus, "#{env} must not start: #{out}"
@@ -100,7 +101,9 @@ class AppTest < Minitest::Test
   def test_eight_threads_on_a_pinned_pool_of_five_wait_for_connections
     Postgres.create_database("shop_pool")
     common = { "PGDATABASE" => "shop_pool", "RAILS_MAX_THREADS" => "8", "CONCURRENCY_METRICS" => "1" }
-    pinned = serve(common.merge("DATABASE_YML" => "pinned"))
+    # The pinned one also serves /metrics from bin/serve (METRICS_PORT), read below.
+    metrics_port = RailsAppTest.free_port
+    pinned = serve(common.merge("DATABASE_YML" => "pinned", "METRICS_PORT" => metrics_port.to_s))
     default = serve(common)
     [pinned, default].each(&:wait_ready)
     assert_equal "200", Postgres.psql("SELECT count(*) FROM products", db: "shop_pool"), "seeded once"
@@ -111,7 +114,14 @@ class AppTest < Minitest::Test
       assert_equal ["200"], threads.map(&:value).uniq
       server.metrics
     end
-    assert_equal 5, waits[0]['activerecord_connection_pool_size{config="primary"}']
+    # The listener sums the same files the app port renders (its workers' pid labels and all).
+    sleep 2 * 0.2 # Shop::Metrics::FLUSH_INTERVAL: the last values are in the file
+    listener = RailsAppTest.parse_metrics(Net::HTTP.get(URI("http://127.0.0.1:#{metrics_port}/metrics")))
+    assert_equal waits[0]["ruby_db_pool_wait_seconds_total"], listener["ruby_db_pool_wait_seconds_total"]
+    assert_equal 16, listener.select { |k, _| k.start_with?("rails_requests_total{") }.values.sum
+    assert_equal 8, listener['puma_max_threads{index="0"}']
+    assert_equal [5.0], listener.select { |k, _| k.start_with?("activerecord_connection_pool_size{") }.values
+    assert_equal [5.0], waits[0].select { |k, _| k.start_with?("activerecord_connection_pool_size{") }.values
     assert_equal 8, waits[1]['activerecord_connection_pool_size{config="primary"}']
     # 16 requests on 8 threads is two rounds; in each, 3 threads wait about 300 ms for one of
     # the 5 connections (the total is far above the bound on a busy machine too).

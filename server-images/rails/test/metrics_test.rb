@@ -65,6 +65,10 @@ class MetricsTest < Minitest::Test
       assert_includes text, %(g{config="primary",pid="#{Process.pid}"} 7\n)
       refute_includes text, %(pid="#{pid}"), "a dead worker's gauges are gone"
       refute_includes text, "puma_backlog{"
+      # bin/serve's METRICS_PORT listener: no app loaded, the declarations come with the files.
+      aggregate = Shop::Metrics::Store.new(dir: dir, aggregator: true).render
+      assert_includes aggregate, "# TYPE c_total counter\nc_total 3\n"
+      assert_includes aggregate, %(g{config="primary",pid="#{Process.pid}"} 7\n)
     end
   end
 end

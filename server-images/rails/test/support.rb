@@ -11,6 +11,14 @@ require "json"
 module RailsAppTest
   ROOT = File.expand_path("..", __dir__)
 
+  # name{labels} => value of every sample of a /metrics text.
+  def self.parse_metrics(text)
+    text.lines.reject { |l| l.start_with?("#") }.to_h do |l|
+      k, v = l.strip.rpartition(" ").values_at(0, 2)
+      [k, Float(v)]
+    end
+  end
+
   def self.free_port
     TCPServer.open("127.0.0.1", 0) { |s| s.addr[1] }
   end
@@ -116,12 +124,8 @@ module RailsAppTest
       Net::HTTP.start("127.0.0.1", @port, read_timeout: 30) { |h| h.post(path, URI.encode_www_form(form)) }
     end
 
-    # name{labels} => value of every sample on /metrics.
     def metrics
-      get("/metrics").body.lines.reject { |l| l.start_with?("#") }.to_h do |l|
-        k, v = l.strip.rpartition(" ").values_at(0, 2)
-        [k, Float(v)]
-      end
+      RailsAppTest.parse_metrics(get("/metrics").body)
     end
 
     def stop

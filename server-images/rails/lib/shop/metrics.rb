@@ -28,9 +28,14 @@ module Shop
     Family = Struct.new(:name, :type, :help, :buckets, :zero)
 
     # Labelled counters, histograms and gauges of this process, and the text of all processes.
+    # An aggregator (aggregator: true, bin/serve's METRICS_PORT listener) has no values of its
+    # own: it renders the files of the processes that do, with the series they declared.
     class Store
-      def initialize(dir: nil)
+      def initialize(dir: nil, aggregator: false)
+        raise ArgumentError, "an aggregator needs a metrics directory" if aggregator && dir.nil?
+
         @dir = dir
+        @aggregator = aggregator
         @families = {}
         @collectors = []
         @mutex = Mutex.new
@@ -72,14 +77,15 @@ module Shop
 
       # Text exposition format 0.0.4 of every process's values.
       def render
+        return render_states(other_states) if @aggregator
+
         run_collectors
         own = @mutex.synchronize do
           reset_if_forked
           flush_locked if @dir
           Marshal.load(Marshal.dump(@state))
         end
-        states = [own] + other_states
-        @families.each_value.flat_map { |f| lines_of(f, states) }.join("\n") << "\n"
+        render_states([own] + other_states)
       end
 
       # Runs in a background thread of each worker in cluster mode (see #start_flusher).
@@ -93,10 +99,17 @@ module Shop
 
       private
 
+      def render_states(states)
+        families = @aggregator ? states.flat_map { |st| st[:families].values }.uniq(&:name) : @families.values
+        text = families.flat_map { |f| lines_of(f, states) }.join("\n")
+        text.empty? ? text : text << "\n"
+      end
+
       def register(name, type, help, buckets = nil, zero = false)
         raise ArgumentError, "metric #{name} registered twice" if @families.key?(name)
 
         @families[name] = Family.new(name, type, help, buckets&.dup&.freeze, zero)
+        @dirty = true # the next flush publishes the declaration
       end
 
       def family(name)
@@ -109,8 +122,10 @@ module Shop
         @mutex.synchronize do
           reset_if_forked
           series = (@state[:values][f.name] ||= {})
-          series[key] = yield(series[key])
-          @dirty = true
+          old = series[key]
+          series[key] = yield(old)
+          # Gauges are set on every flush; an unchanged one does not rewrite the file.
+          @dirty = true unless f.type == :gauge && series[key] == old
         end
       end
 
@@ -123,8 +138,9 @@ module Shop
         return if @pid == Process.pid
 
         @pid = Process.pid
-        @state = { pid: @pid, values: {} }
-        @dirty = false
+        # The declarations travel with the values, for an aggregator that loads no app.
+        @state = { pid: @pid, values: {}, families: @families }
+        @dirty = true
         start_flusher if @dir
       end
 
@@ -154,7 +170,7 @@ module Shop
         return [] unless @dir
 
         Dir.glob(File.join(@dir, "worker-*.metrics")).filter_map do |path|
-          next if path == file_for(Process.pid)
+          next if !@aggregator && path == file_for(Process.pid)
 
           Marshal.load(File.binread(path))
         rescue Errno::ENOENT, TypeError, ArgumentError
@@ -243,6 +259,8 @@ module Shop
         install_puma(store)
         install_activerecord(store)
         install_pool_wait(store) if pool_wait
+        # With a metrics directory, this process's file (and its flusher) from the start.
+        store.flush if store.dir
         ActiveSupport::Notifications.subscribe("process_action.action_controller") do |*args|
           record_action(ActiveSupport::Notifications::Event.new(*args))
         end

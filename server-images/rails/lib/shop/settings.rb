@@ -21,6 +21,10 @@ module Shop
       port = positive_int(env, "PORT", 3000)
       raise ConfigError, "PORT must be at most 65535, got #{port}" if port > 65_535
 
+      metrics_port = positive_int(env, "METRICS_PORT", nil)
+      raise ConfigError, "METRICS_PORT must be at most 65535, got #{metrics_port}" if metrics_port && metrics_port > 65_535
+      raise ConfigError, "METRICS_PORT must differ from PORT (#{port})" if metrics_port == port
+
       database_yml(env)
       if concurrency_metrics?(env)
         dir = concurrency_metrics_lib(env)
