@@ -13,12 +13,13 @@ class AdaptersTest < Minitest::Test
   ALL_COUNTERS = (OPERATOR_NAMES + %w[ruby_cpu_runqueue_wait_seconds_total ruby_sampled_requests_total
                                       ruby_sampled_request_duration_seconds_total]).freeze
 
+  # Every total different, so a counter fed the wrong field cannot pass.
   S1 = ConcurrencyMetrics::Sample.new(running: 0.25, io_wait: 0.5, gvl_wait: 0.125, runqueue_wait: 0.0625, wall: 1.0)
-  S2 = ConcurrencyMetrics::Sample.new(running: 0.25, io_wait: 0.0, gvl_wait: 0.375, runqueue_wait: 0.0, wall: 0.75)
+  S2 = ConcurrencyMetrics::Sample.new(running: 0.5, io_wait: 1.0, gvl_wait: 0.0625, runqueue_wait: 0.0, wall: 2.0)
   EXPECTED = {
-    "ruby_running_seconds_total" => 0.5, "ruby_io_wait_seconds_total" => 0.5,
-    "ruby_gvl_wait_seconds_total" => 0.5, "ruby_cpu_runqueue_wait_seconds_total" => 0.0625,
-    "ruby_sampled_requests_total" => 2, "ruby_sampled_request_duration_seconds_total" => 1.75
+    "ruby_running_seconds_total" => 0.75, "ruby_io_wait_seconds_total" => 1.5,
+    "ruby_gvl_wait_seconds_total" => 0.1875, "ruby_cpu_runqueue_wait_seconds_total" => 0.0625,
+    "ruby_sampled_requests_total" => 2, "ruby_sampled_request_duration_seconds_total" => 3.0
   }.freeze
 
   def teardown
@@ -52,7 +53,7 @@ class AdaptersTest < Minitest::Test
     FakeYabeda.reset!
     FakeYabeda.configure!
     feed(ConcurrencyMetrics::Adapters::Yabeda.new(FakeYabeda))
-    assert_in_delta 0.5, FakeYabeda.exposition.fetch("ruby_gvl_wait_seconds_total").fetch({}), 1e-9
+    assert_in_delta 0.1875, FakeYabeda.exposition.fetch("ruby_gvl_wait_seconds_total").fetch({}), 1e-9
   end
 
   def test_prometheus_exporter_custom_counters_get_the_collectors_ruby_prefix
