@@ -3,6 +3,10 @@
 # This file is used by Rack-based servers to start the application.
 require_relative "config/environment"
 
+# yabeda-prometheus' place: GET /metrics, outside Rails (not a request in rails_requests_total).
+# Every request passes it, so the Puma gauges exist from the first readiness probe on.
+use Shop::Metrics::Exporter
+
 # Readiness: the app is booted and a Puma thread answered; neither Rails nor the database is
 # asked, and it is not a request in the metrics.
 map "/healthz" do
@@ -10,7 +14,5 @@ map "/healthz" do
 end
 
 map "/" do
-  # yabeda-prometheus' place: GET /metrics, outside Rails (not a request in rails_requests_total).
-  use Shop::Metrics::Exporter
   run Rails.application
 end
