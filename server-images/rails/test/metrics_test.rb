@@ -40,6 +40,10 @@ class MetricsTest < Minitest::Test
     assert_includes text, %(c_total{path="a\\"b\\\\c"} 2\n)
     assert_includes text, "z_total 0\n", "a label-less counter exists before its first increment"
     assert_includes text, "# TYPE h_seconds histogram\n"
+    (Shop::Metrics::MAX_SERIES + 10).times { |i| store.increment(:c_total, { accept: "type/#{i}" }) }
+    assert_equal Shop::Metrics::MAX_SERIES, store.render.lines.grep(/\Ac_total\{/).size, "label sets are bounded"
+    store.increment(:c_total, { path: %(a"b\\c) }, 1)
+    assert_includes store.render, %(c_total{path="a\\"b\\\\c"} 3\n), "an existing one still counts"
   end
 
   # Puma cluster mode: each worker writes its own file; /metrics sums the counters of every

@@ -9,10 +9,11 @@ module Shop
   # hand. With CONCURRENCY_METRICS=1, also the DB pool wait counter and the concurrency-metrics
   # gem's series (lib/shop/concurrency_metrics.rb).
   #
-  # One process keeps its values in memory. Under Puma cluster mode (METRICS_DIR set, see
-  # config/puma.rb) every worker also writes them to its own file and whichever worker serves
-  # /metrics sums the counters and histograms of all files — yabeda-prometheus'
-  # DirectFileStore scheme; a dead worker's file stays, so the sums never go back.
+  # One process keeps its values in memory. With METRICS_DIR (Puma cluster mode, see
+  # config/puma.rb, or bin/serve's METRICS_PORT) every Puma process also writes them to its own
+  # file and whichever serves /metrics sums the counters and histograms of all files —
+  # yabeda-prometheus' DirectFileStore scheme; a dead worker's file stays, so the sums never go
+  # back.
   module Metrics
     # yabeda-rails' LONG_RUNNING_REQUEST_BUCKETS.
     REQUEST_BUCKETS = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600].freeze
@@ -20,6 +21,8 @@ module Shop
     QUEUE_BUCKETS = [0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60].freeze
     # Upper bound on how stale another worker's values can be on /metrics.
     FLUSH_INTERVAL = 0.2
+    # Label sets per series family and process.
+    MAX_SERIES = 500
     PUMA_STATS = %i[backlog running busy_threads pool_capacity max_threads requests_count].freeze
     POOL_STATS = %i[size connections busy dead idle waiting].freeze
 
@@ -88,7 +91,7 @@ module Shop
         render_states([own] + other_states)
       end
 
-      # Runs in a background thread of each worker in cluster mode (see #start_flusher).
+      # Runs in a background thread of each process with a metrics directory (#start_flusher).
       def flush
         run_collectors
         @mutex.synchronize do
@@ -122,6 +125,10 @@ module Shop
         @mutex.synchronize do
           reset_if_forked
           series = (@state[:values][f.name] ||= {})
+          # The format label is the request's Accept type, whatever a client sends: past this
+          # many label sets a series family takes no new ones (its existing ones still count).
+          next if !series.key?(key) && series.size >= MAX_SERIES
+
           old = series[key]
           series[key] = yield(old)
           # Gauges are set on every flush; an unchanged one does not rewrite the file.
