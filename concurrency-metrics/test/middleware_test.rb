@@ -80,7 +80,21 @@ class MiddlewareTest < Minitest::Test
   end
 
   def test_gvl_contention_shows_as_gvl_wait
-    mw = app { Work.cpu(0.04) }
+    # All three requests start (waiting for each other off the GVL, as I/O), then each burns
+    # more CPU than Ruby's 100 ms time slice, so the GVL changes hands inside the requests.
+    started = 0
+    lock = Mutex.new
+    all_in = ConditionVariable.new
+    mw = app do
+      ConcurrencyMetrics.io_wait do
+        lock.synchronize do
+          started += 1
+          all_in.broadcast if started == 3
+          all_in.wait(lock) while started < 3
+        end
+      end
+      Work.cpu(0.12)
+    end
     Array.new(3) { Thread.new { get(mw) } }.each(&:join)
     samples = @recorder.samples
     assert_equal 3, samples.size

@@ -30,14 +30,23 @@ class NativeTest < Minitest::Test
     end.value
     assert_operator idle, :>=, 0.045
 
-    # Three CPU-bound threads on one GVL: each waits for the others' slices.
+    # Three CPU-bound threads on one GVL, started together, each burning more than Ruby's
+    # 100 ms time slice: each waits for the others' slices.
+    started = 0
+    lock = Mutex.new
+    all_in = ConditionVariable.new
     waits = Array.new(3) do
       Thread.new do
+        lock.synchronize do
+          started += 1
+          all_in.broadcast if started == 3
+          all_in.wait(lock) while started < 3
+        end
         gvl0, = ConcurrencyMetrics::Gvl.thread_times
-        Work.cpu(0.05)
+        Work.cpu(0.12)
         ConcurrencyMetrics::Gvl.thread_times[0] - gvl0
       end
     end.map(&:value)
-    assert_operator waits.sum, :>, 0.03, "GVL waits #{waits.inspect}"
+    assert_operator waits.sum, :>, 0.12, "GVL waits #{waits.inspect}"
   end
 end
