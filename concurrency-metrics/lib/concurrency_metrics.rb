@@ -1,0 +1,97 @@
+# frozen_string_literal: true
+
+require_relative "concurrency_metrics/version"
+require_relative "concurrency_metrics/names"
+require_relative "concurrency_metrics/config"
+require_relative "concurrency_metrics/timing"
+require_relative "concurrency_metrics/middleware"
+require_relative "concurrency_metrics/adapters"
+require_relative "concurrency_metrics/instrumentation"
+
+# Per-request running / I/O-wait / GVL-wait seconds for concurrency-operator, published through
+# yabeda, prometheus_exporter or the plain Prometheus client. See README.md.
+module ConcurrencyMetrics
+  # Fiber-local (Thread#[]): the request being measured on this thread.
+  TIMING_KEY = :concurrency_metrics_timing
+
+  # What a configured process uses: fixed once started, read without locks by requests.
+  class State
+    attr_reader :config, :gvl_mode, :adapters, :runqueue
+
+    def initialize(config, gvl_mode, adapters)
+      @config = config
+      @gvl_mode = gvl_mode
+      @adapters = adapters.freeze
+      wanted = config.runqueue == :auto ? gvl_mode == :estimate : config.runqueue
+      @runqueue = wanted && RunQueue.available?
+      freeze
+    end
+
+    def info
+      { gvl_source: @gvl_mode.to_s, runqueue_source: @runqueue ? "schedstat" : "none",
+        sample_rate: format("%g", @config.sample_rate), ruby_version: RUBY_VERSION }
+    end
+
+    # Never raises: a metrics failure must not fail the request.
+    def record(sample)
+      @adapters.each do |adapter|
+        adapter.record(sample)
+      rescue StandardError => e
+        @config.on_error&.call(e)
+      end
+    end
+  end
+
+  class << self
+    attr_reader :state
+
+    # ConcurrencyMetrics.configure { |c| c.backend = :yabeda; c.sample_rate = 0.01 }
+    def configure
+      config = Config.new
+      yield config if block_given?
+      start(config)
+    end
+
+    def start(config)
+      raise ConfigError, "backend is not set (:yabeda, :prometheus_exporter or :prometheus_client)" if config.backends.empty?
+
+      mode = Gvl.resolve(config.gvl)
+      Gvl.enable_hook if mode == :hook
+      Instrumentation.install(config.instrument) if mode == :estimate
+      adapters = config.backends.map { |b| Adapters.build(b, config) }
+      @state = State.new(config, mode, adapters)
+      adapters.each { |a| a.setup(@state.info) }
+      @state
+    end
+
+    # "hook" or "estimate" once configured, else nil.
+    def gvl_source
+      @state&.gvl_mode&.to_s
+    end
+
+    # The measurement of the request running on this thread, or nil.
+    def current_timing
+      Thread.current[TIMING_KEY]
+    end
+
+    # Wrap a wait the gem cannot see by itself (a Redis call, a queue pop, an SDK's socket):
+    # in estimate mode it counts as I/O wait instead of landing in the GVL estimate. With the
+    # hook, or outside a measured request, it only runs the block.
+    def io_wait(nominal = nil, &block)
+      timing = current_timing
+      timing ? timing.io_wait(nominal, &block) : yield
+    end
+
+    # For forking servers: call in each new worker (the Puma plugin does).
+    def after_fork
+      @state&.adapters&.each { |a| a.after_fork if a.respond_to?(:after_fork) }
+    end
+
+    # Forget the configuration (tests).
+    def reset!
+      @state = nil
+    end
+  end
+end
+
+require_relative "concurrency_metrics/railtie" if defined?(Rails::Railtie)
