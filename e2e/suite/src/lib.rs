@@ -13,6 +13,7 @@ mod load;
 mod operator;
 mod progress;
 mod prom;
+mod rails;
 mod receiver;
 mod target;
 
@@ -38,6 +39,7 @@ pub use concurrency_operator::api::{
 };
 pub use kubectl::{kc, kc_spawn};
 pub use operator::{operator_name, operator_ns};
+pub use rails::{postgres_image, rails_app_image, RailsTarget};
 pub use receiver::Received;
 pub use target::{app_image, reference_app_image, Target};
 

@@ -25,6 +25,13 @@ impl Scenario {
             .await
     }
 
+    /// Load on the target's Service at `path` (e.g. one endpoint of the Rails app).
+    pub async fn start_load_path(&self, secs: u32, rate: u32, path: &str) -> Result {
+        let ip = self.service_ip().await?;
+        self.start_load_to(secs, rate, &format!("http://{ip}"), path)
+            .await
+    }
+
     /// Load on `base` (http://IP[:PORT]; only that IP is allowed) + `path`; returns once the
     /// load pod runs. kube-proxy picks a pod per connection, so connections are re-made every
     /// E2E_CONNECTION_AGE (as clients behind a load balancer do), or pods added later, the

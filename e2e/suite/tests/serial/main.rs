@@ -8,5 +8,6 @@ mod capacity;
 mod gateway;
 mod operator;
 mod promote;
+mod rails;
 mod rollback;
 mod ruby;

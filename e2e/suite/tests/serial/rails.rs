@@ -1,0 +1,95 @@
+//! A real Rails app in the cluster (issue 27): server-images/rails — Rails 6.1, ActiveRecord on
+//! PostgreSQL 15, Puma 5.6, yabeda's series names — alone, since Ruby's CPU per request is what
+//! other scenarios' load would take on a 2-core machine.
+
+use e2e_tests::{
+    alone, deciding_check, decision_of, ensure, run, status, Exp, Phase, RailsTarget, REPLICAS,
+};
+use serde_json::json;
+
+/// Time request threads waited for an ActiveRecord connection, per request (the Rails app's
+/// `ruby_db_pool_wait_seconds_total`, from ActiveRecord 6.1's pool queue).
+fn db_pool_wait() -> serde_json::Value {
+    let sel = r#"namespace="{{namespace}}",pod=~"{{pods}}""#;
+    json!({
+        "name": "dbPoolWait",
+        "query": format!(
+            "sum(rate(ruby_db_pool_wait_seconds_total{{{sel}}}[{{{{interval}}}}])) / sum(rate(rails_requests_total{{{sel}}}[{{{{interval}}}}]))"
+        ),
+        "max": "20ms",
+    })
+}
+
+/// A thread increase whose pool did not follow: `config/database.yml` pins `pool: 5`, the
+/// target runs Puma 2 workers × 4 threads (never more threads than connections), and the
+/// candidate saves memory with 1 worker × 8 threads. Each request holds its connection through
+/// a 1 s carrier call (`/products/1/shipping`), 6 at a time per pod: the candidate's one
+/// process has 8 threads for them but 5 connections, so its requests wait for the pool —
+/// which the baseline's never do. Rolled back at the first stage on `dbPoolWait`, named in the
+/// decision; the target keeps 2 × 4.
+#[tokio::test]
+#[ignore = "needs the e2e cluster (e2e/run)"]
+async fn rails_pool() {
+    let _alone = alone().await;
+    run("rails_pool", async |s| {
+        s.deploy_postgres().await?;
+        let target = RailsTarget {
+            workers: 2,
+            threads: 4,
+            pinned_pool: true,
+            ..RailsTarget::default()
+        };
+        s.deploy_rails_target(&target).await?;
+        // 18 requests/s of 1 s each over 3 pods: 6 in flight per pod.
+        s.start_load_path(240, 18, "/products/1/shipping?ms=1000")
+            .await?;
+        let exp = Exp::new(
+            "rails-1x8",
+            json!({"server": "puma", "workers": 1, "threads": 8}),
+            json!([
+                db_pool_wait(),
+                {"metric": "latency", "quantile": 0.9, "max": "5s"},
+            ]),
+        )
+        .stage_s(40)
+        .extra(json!({"analysis": {"metrics": {"preset": "yabeda"}}}));
+        s.apply(&exp).await?;
+        let (e, min_ready) = s
+            .min_ready_while(s.wait_phase("rails-1x8", 240, Phase::RolledBack))
+            .await?;
+        let msg = status(&e).decision.map(|d| d.message).unwrap_or_default();
+        s.log(format!("decision: {msg}"));
+        ensure!(
+            decision_of(&e) == "Rollback/CheckFailed",
+            "decision {}",
+            decision_of(&e)
+        );
+        let c = deciding_check(&e).ok_or_else(|| anyhow::anyhow!("no failed check"))?;
+        s.log(format!(
+            "failed check: {} baseline {:?} candidate {:?} limit {}",
+            c.name, c.baseline, c.candidate, c.limit
+        ));
+        ensure!(c.name == "dbPoolWait", "the failed check is {}", c.name);
+        // The baseline's 4 threads per process never wait for one of its 5 connections.
+        ensure!(
+            c.baseline.is_some_and(|b| b < 0.005),
+            "the baseline waited for the pool: {:?}",
+            c.baseline
+        );
+        ensure!(
+            msg.contains("dbPoolWait"),
+            "the decision does not name dbPoolWait: {msg}"
+        );
+        ensure!(
+            min_ready >= REPLICAS as usize,
+            "ready baseline pods dropped to {min_ready}"
+        );
+        ensure!(
+            s.env("storefront", "RAILS_MAX_THREADS").await? == "4"
+                && s.env("storefront", "WEB_CONCURRENCY").await? == "2",
+            "the target does not run 2 × 4 any more"
+        );
+        Ok(())
+    })
+    .await;
+}
