@@ -225,3 +225,22 @@ fn a_bad_configuration_file_is_refused_naming_the_field() {
         ProvidersConfig::default()
     );
 }
+
+/// What `scripts/helm-check` renders from the chart's values (its ConfigMap's
+/// `prometheus.yaml`), as the operator reads it at start-up.
+#[test]
+fn the_charts_rendering_is_a_valid_configuration() {
+    let rendered = include_str!("chart-rendered-prometheus.yaml");
+    let c = ProvidersConfig::parse(rendered).unwrap();
+    let p = c.resolve(&source("credentials: team-a"), "team-a").unwrap();
+    assert_eq!(p.url, "https://mimir.example/prometheus");
+    assert!(matches!(
+        p.auth,
+        Auth::Basic {
+            username: Username::File(_),
+            ..
+        }
+    ));
+    let d = c.resolve(&source("{}"), "shop").unwrap();
+    assert!(matches!(d.auth, Auth::BearerTokenFile(_)));
+}
