@@ -99,12 +99,14 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
         None
     };
 
+    let prometheus = prometheus_config(args.prometheus_config.as_deref())?;
     let notifier = Notifier::start(notifier_config(&args.notify)?, metrics.clone());
     let namespaces = cli::namespaces(&args.namespaces);
     let config = RunConfig {
         namespaces: namespaces.clone(),
         settings: Settings {
             prometheus_timeout: args.prometheus_timeout,
+            prometheus,
             ..Settings::default()
         },
         metrics,
@@ -132,6 +134,27 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
     }
     server.wait().await;
     result.context("controller")
+}
+
+/// The Prometheus providers file, checked whole at start-up: a mistake there stops the
+/// operator with the field named, rather than making every experiment Invalid.
+fn prometheus_config(
+    path: Option<&std::path::Path>,
+) -> anyhow::Result<concurrency_operator::prometheus::ProvidersConfig> {
+    let Some(path) = path else {
+        return Ok(Default::default());
+    };
+    let text = std::fs::read_to_string(path)
+        .with_context(|| format!("reading --prometheus-config {}", path.display()))?;
+    let config = concurrency_operator::prometheus::ProvidersConfig::parse(&text)
+        .with_context(|| format!("--prometheus-config {}", path.display()))?;
+    tracing::info!(
+        default = config.default.is_some(),
+        credentials = ?config.credentials.keys().collect::<Vec<_>>(),
+        allowed_urls = config.allowed_urls.len(),
+        "Prometheus providers"
+    );
+    Ok(config)
 }
 
 /// The notifier's sinks from the command line. Only the names in `--notify-events` are checked

@@ -36,6 +36,20 @@ pub enum PrometheusError {
     Server(String),
     #[error("the query returned {0}; a check needs exactly one value (wrap it in sum(), max() or avg())")]
     NotOneValue(String),
+    #[error(
+        "Prometheus answered more than {limit} bytes, the most the operator reads: a check's \
+         query must return one series (wrap it in sum(), max() or avg())"
+    )]
+    ResponseTooLarge { limit: usize },
+    #[error(
+        "Prometheus answered HTTP {status} redirecting to {location}; redirects are not \
+         followed: set the URL to where Prometheus answers"
+    )]
+    Redirected { status: u16, location: String },
+    #[error("Prometheus refused the credentials (HTTP {status}): {message}")]
+    Unauthorized { status: u16, message: String },
+    #[error("Prometheus credentials: {0}")]
+    Credentials(String),
 }
 
 impl PrometheusError {
@@ -49,6 +63,10 @@ impl PrometheusError {
             PrometheusError::BadQuery(_) => "QueryRejected",
             PrometheusError::Server(_) => "PrometheusError",
             PrometheusError::NotOneValue(_) => "QueryNotOneValue",
+            PrometheusError::ResponseTooLarge { .. } => "PrometheusResponseTooLarge",
+            PrometheusError::Redirected { .. } => "PrometheusRedirect",
+            PrometheusError::Unauthorized { .. } => "PrometheusUnauthorized",
+            PrometheusError::Credentials(_) => "PrometheusCredentials",
         }
     }
 }

@@ -1,5 +1,7 @@
 //! What is measured at every interval and the limits that judge it.
 
+use std::collections::BTreeMap;
+
 use kube::KubeSchema;
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -14,6 +16,9 @@ use super::quantity::{parse_percent, Limit, QuantityError, DURATION_PATTERN, PER
     validation = Rule::new("self.checks.all(c, self.checks.exists_one(d, (has(d.name) ? d.name : d.metric) == (has(c.name) ? c.name : c.metric)))").message("check names must be unique (a built-in check is named after its metric)").field_path(".checks")
 )]
 pub struct Analysis {
+    /// Where the analysis queries; omitted: the operator's default Prometheus (Helm value
+    /// `prometheus.default`).
+    #[serde(default)]
     pub prometheus: PrometheusSource,
     /// How often the checks run; also the PromQL range (`{{interval}}`). Make it at least two
     /// Prometheus scrape intervals: `rate()` needs two samples in its range.
@@ -92,12 +97,44 @@ pub fn max_predicted_utilization(analysis: &Analysis) -> Result<Option<f64>, Qua
     }
 }
 
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+/// The Prometheus an analysis asks. Secrets are never written here: `credentials` names a set
+/// the operator's configuration holds (docs/operations.md), and only what is not secret can be
+/// set per experiment.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct PrometheusSource {
-    /// Base URL, e.g. `http://prometheus.monitoring:9090`.
-    #[schemars(regex(pattern = r"^https?://[^\s]+$"))]
+    /// Base URL, e.g. `http://prometheus.monitoring:9090` or `https://mimir.example/prometheus`
+    /// (the query goes to `<url>/api/v1/query`). Omitted: the named credentials set's URL, else
+    /// the operator's default.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    #[schemars(regex(pattern = r"^https?://[^\s?#]+$"), length(max = 2048))]
     pub url: String,
+    /// A credentials set of the operator's Prometheus configuration (bearer token or basic
+    /// auth, CA), e.g. `team-a`; it may be limited to some namespaces and URLs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 63))]
+    pub credentials: Option<String>,
+    /// Extra request headers, e.g. `X-Scope-OrgID: team-a` for Mimir, Cortex or Thanos. Not
+    /// `Authorization` (credentials come from `credentials`), nor a header the operator's
+    /// configuration sets.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    #[schemars(extend("maxProperties" = 16))]
+    pub headers: BTreeMap<String, String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tls: Option<PrometheusTls>,
+}
+
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct PrometheusTls {
+    /// The name Prometheus' certificate must carry, when it is not the URL's host.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 253))]
+    pub server_name: Option<String>,
+    /// Accept any certificate (a test Prometheus with a self-signed one). The connection is
+    /// then encrypted but not authenticated.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub insecure_skip_verify: bool,
 }
 
 #[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, JsonSchema, Default)]

@@ -76,6 +76,11 @@ pub struct RunArgs {
         value_parser = duration
     )]
     pub prometheus_timeout: Duration,
+    /// The Prometheus providers file (docs/operations.md): a default provider for experiments
+    /// that omit `analysis.prometheus.url`, named credentials sets, allowed URLs. Unset: every
+    /// experiment names its own URL and no credentials exist.
+    #[arg(long, env = "CONCURRENCY_OPERATOR_PROMETHEUS_CONFIG")]
+    pub prometheus_config: Option<PathBuf>,
     #[command(flatten)]
     pub notify: NotifyArgs,
 }

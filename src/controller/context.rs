@@ -29,6 +29,8 @@ pub struct Settings {
     pub field_manager: String,
     /// Timeout of each Prometheus query made by an analysis.
     pub prometheus_timeout: Duration,
+    /// The operator-wide Prometheus providers (`--prometheus-config`).
+    pub prometheus: crate::prometheus::ProvidersConfig,
     /// How long to wait before retrying a failed reconcile (doubles per consecutive failure).
     pub error_backoff: Duration,
     /// Longest wait between two failed reconciles.
@@ -40,6 +42,7 @@ impl Default for Settings {
         Self {
             field_manager: FIELD_MANAGER.into(),
             prometheus_timeout: Duration::from_secs(10),
+            prometheus: Default::default(),
             error_backoff: Duration::from_secs(5),
             max_error_backoff: Duration::from_secs(300),
         }
@@ -118,13 +121,13 @@ impl Context {
             instance: std::env::var("POD_NAME").ok(),
         };
         Self {
+            prometheus: PrometheusClients::new(settings.prometheus.clone()),
             recorder: Recorder::new(client.clone(), reporter),
             client,
             metrics,
             settings,
             caches,
             failures: Default::default(),
-            prometheus: Default::default(),
             notifier: Notifier::default(),
             namespaces: Default::default(),
         }

@@ -99,6 +99,12 @@ async fn reconcile_inner(exp: &ConcurrencyExperiment, ctx: &Context) -> Result<R
     let now = jiff::Timestamp::now();
     let now = jiff::Timestamp::from_second(now.as_second()).unwrap_or(now);
     let mut observations = observe::observations(exp, &fetched, now);
+    // The Prometheus provider is the one spec check that needs the operator's configuration.
+    if observations.spec_error.is_none() {
+        if let Err(e) = ctx.prometheus.resolve(exp) {
+            observations.spec_error = Some(e.to_string());
+        }
+    }
     if deleting {
         observations.namespace_terminating = ctx.namespaces.terminating(&ctx.client, &ns).await;
     }

@@ -1,12 +1,15 @@
 //! The plugin's command line. kubectl runs `kubectl-concurrency ARGS` for
 //! `kubectl concurrency ARGS`, so the usage is written as the latter.
 
+use std::collections::BTreeMap;
+use std::path::PathBuf;
 use std::time::Duration;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 
 use crate::api::MetricPreset;
 use crate::cli::{duration, share};
+use crate::prometheus::provider::{Auth, Provider, Tls};
 
 #[derive(Parser, Debug)]
 #[command(
@@ -102,6 +105,49 @@ pub struct RecommendArgs {
     /// Timeout of each Prometheus query.
     #[arg(long, default_value = "10s", value_parser = duration)]
     pub timeout: Duration,
+    #[command(flatten)]
+    pub access: PrometheusAccess,
+}
+
+/// How the plugin reaches a Prometheus that wants credentials, TLS or a tenant header. The
+/// files are the user's own (the operator takes its credentials from its configuration).
+#[derive(Args, Debug, Clone, Default)]
+pub struct PrometheusAccess {
+    /// File holding a bearer token sent to Prometheus.
+    #[arg(long, value_name = "FILE")]
+    pub prometheus_token_file: Option<PathBuf>,
+    /// CA certificate (PEM) that Prometheus' certificate must chain to.
+    #[arg(long, value_name = "FILE")]
+    pub prometheus_ca_file: Option<PathBuf>,
+    /// Extra request header, e.g. `X-Scope-OrgID: team-a`; repeatable.
+    #[arg(long = "prometheus-header", value_name = "NAME: VALUE")]
+    pub prometheus_headers: Vec<String>,
+}
+
+impl PrometheusAccess {
+    /// The provider for `url` with these credentials, TLS and headers.
+    pub fn provider(&self, url: &str) -> Result<Provider, String> {
+        let mut headers = BTreeMap::new();
+        for h in &self.prometheus_headers {
+            let (name, value) = h
+                .split_once(':')
+                .ok_or_else(|| format!("--prometheus-header {h:?}: expected NAME: VALUE"))?;
+            headers.insert(name.trim().to_string(), value.trim().to_string());
+        }
+        Ok(Provider {
+            url: url.to_string(),
+            auth: match &self.prometheus_token_file {
+                Some(f) => Auth::BearerTokenFile(f.clone()),
+                None => Auth::None,
+            },
+            tls: Tls {
+                ca_file: self.prometheus_ca_file.clone(),
+                ..Default::default()
+            },
+            headers,
+            credentials: None,
+        })
+    }
 }
 
 #[derive(ValueEnum, Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -137,6 +183,8 @@ pub struct InitArgs {
     /// referenceApp; default: the reference images' names.
     #[arg(long, value_parser = preset)]
     pub preset: Option<MetricPreset>,
+    #[command(flatten)]
+    pub access: PrometheusAccess,
 }
 
 /// A preset by its name in the CRD.

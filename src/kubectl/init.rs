@@ -294,7 +294,9 @@ pub async fn run(
     let data = match &args.prometheus {
         None => None,
         Some(url) => {
-            let client = PrometheusClient::new(url, crate::prometheus::DEFAULT_TIMEOUT)?;
+            let provider = args.access.provider(url).map_err(PluginError::Usage)?;
+            let client =
+                PrometheusClient::for_provider(&provider, crate::prometheus::DEFAULT_TIMEOUT)?;
             // The metric names the starter's spec will have: the preset's, or the defaults.
             let metrics = match args.preset {
                 Some(p) => serde_json::json!({"preset": p.name()}),

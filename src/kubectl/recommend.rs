@@ -317,10 +317,14 @@ pub async fn run(
         target.namespace = session.namespace.clone();
     }
     let queries = queries(&target, &names, args.window)?;
-    let client = PrometheusClient::new(&args.prometheus, args.timeout)?;
+    let provider = args
+        .access
+        .provider(&args.prometheus)
+        .map_err(PluginError::Usage)?;
+    let client = PrometheusClient::for_provider(&provider, args.timeout)?;
     let m = measure(&client, &queries, Timestamp::now()).await?;
     let settings = ReportSettings {
-        prometheus: args.prometheus.clone(),
+        prometheus: crate::telemetry::redact::url_for_display(&args.prometheus),
         window: args.window,
         min_gain: args.min_gain,
         async_above: args.async_above,

@@ -5,51 +5,121 @@
 //! single series is the value, and several series are an error rather than silently summed —
 //! a query that forgot its `sum()`/`max()` would otherwise compare totals of a different
 //! number of pods per variant.
+//!
+//! Everything a tenant's experiment can make Prometheus send back is bounded: the body is read
+//! as a stream and given up past [`MAX_RESPONSE_BYTES`] (a million-series answer would
+//! otherwise be held whole, and the operator OOM-killed for every experiment), the whole query
+//! by the timeout, and the queries in flight per endpoint by [`MAX_IN_FLIGHT`]. Redirects are
+//! not followed (the operator must not be steered to another address), and no URL is printed
+//! with its `user:pass@`.
 
-use std::time::Duration;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use jiff::Timestamp;
-use prometheus_http_query::response::Data;
-use prometheus_http_query::{Client, Error as ClientError};
+use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
+use serde::Deserialize;
+use tokio::io::AsyncReadExt;
+use tokio::sync::Semaphore;
 
+use super::provider::{Auth, Provider, Username};
+use super::tls::tls_config;
 use crate::analysis::{MetricSource, PrometheusError};
 use crate::api::Analysis;
+use crate::telemetry::redact::{error_chain, url_for_display};
 
-/// Default budget per query, covering connect, evaluation and transfer.
+/// Default budget per query, covering the wait for a slot, connect, evaluation and transfer.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(10);
 
+/// Largest response body read, 1 MiB. A check's query returns one value, a few hundred bytes;
+/// a query that returns many series (a forgotten `sum()`, `{__name__=~".+"}`) is an error
+/// anyway, and must not cost the operator its memory.
+pub const MAX_RESPONSE_BYTES: usize = 1024 * 1024;
+
+/// Queries in flight per endpoint (per client); more wait for a slot within their timeout, so
+/// one slow Prometheus holds at most this many of the operator's connections and tasks.
+pub const MAX_IN_FLIGHT: usize = 4;
+
+/// Largest token, username or password file read (a JWT is a few KiB).
+const MAX_SECRET_BYTES: u64 = 64 * 1024;
+
+/// Longest encoded query sent with GET; longer goes as a POST form.
+const MAX_GET_QUERY: usize = 4096;
+
+/// Longest piece of a Prometheus or proxy error message kept in a reason.
+const MAX_ERROR_TEXT: usize = 512;
+
 /// Told how long each query took (answered or not), e.g. to feed a histogram.
-pub type QueryTimer = std::sync::Arc<dyn Fn(Duration) + Send + Sync>;
+pub type QueryTimer = Arc<dyn Fn(Duration) + Send + Sync>;
 
 #[derive(Clone)]
 pub struct PrometheusClient {
-    client: Client,
-    url: String,
+    http: reqwest::Client,
+    /// `<url>/api/v1/query`, without userinfo (that is sent as basic auth).
+    endpoint: reqwest::Url,
+    /// The base URL as it may be printed.
+    display: String,
+    auth: Auth,
+    /// Basic auth from the URL's `user:pass@`, when the provider has no credentials of its own.
+    url_auth: Option<(String, Option<String>)>,
+    headers: HeaderMap,
     timeout: Duration,
     timer: Option<QueryTimer>,
+    slots: Arc<Semaphore>,
 }
 
 impl std::fmt::Debug for PrometheusClient {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("PrometheusClient")
-            .field("url", &self.url)
+            .field("url", &self.display)
             .field("timeout", &self.timeout)
             .finish()
     }
 }
 
 impl PrometheusClient {
+    /// A client for a bare URL (no credentials beyond a `user:pass@` in it).
     pub fn new(url: &str, timeout: Duration) -> Result<Self, PrometheusError> {
-        let http = http_client(url)?;
-        let client = Client::from(http, url).map_err(|e| PrometheusError::InvalidUrl {
-            url: url.to_string(),
-            message: e.to_string(),
-        })?;
+        Self::for_provider(&Provider::from_url(url), timeout)
+    }
+
+    /// A client for a resolved provider: its URL (a path prefix kept), credentials files, TLS
+    /// and headers.
+    pub fn for_provider(provider: &Provider, timeout: Duration) -> Result<Self, PrometheusError> {
+        let display = url_for_display(&provider.url);
+        let invalid = |message: String| PrometheusError::InvalidUrl {
+            url: display.clone(),
+            message,
+        };
+        let mut base = super::provider::base_url(&provider.url).map_err(invalid)?;
+        let url_auth = match (base.username(), base.password()) {
+            ("", None) => None,
+            (user, password) => Some((percent_decode(user), password.map(percent_decode))),
+        };
+        // Userinfo is never part of a request line or an error: it becomes basic auth.
+        let _ = base.set_username("");
+        let _ = base.set_password(None);
+        let path = format!("{}/api/v1/query", base.path().trim_end_matches('/'));
+        base.set_path(&path);
+        let mut headers = HeaderMap::new();
+        for (k, v) in &provider.headers {
+            let name = HeaderName::from_bytes(k.as_bytes())
+                .map_err(|e| invalid(format!("header {k}: {e}")))?;
+            let value =
+                HeaderValue::from_str(v).map_err(|e| invalid(format!("header {k}: {e}")))?;
+            headers.insert(name, value);
+        }
+        let http = http_client(provider, &display)?;
         Ok(Self {
-            client,
-            url: url.to_string(),
+            http,
+            endpoint: base,
+            display,
+            auth: provider.auth.clone(),
+            url_auth,
+            headers,
             timeout,
             timer: None,
+            slots: Arc::new(Semaphore::new(MAX_IN_FLIGHT)),
         })
     }
 
@@ -61,129 +131,347 @@ impl PrometheusClient {
         }
     }
 
+    /// The base URL, with any `user:pass@` redacted.
     pub fn url(&self) -> &str {
-        &self.url
+        &self.display
     }
 
     pub fn timeout(&self) -> Duration {
         self.timeout
     }
 
-    /// Evaluates `promql` at `at`. The whole request is bounded by the client's timeout, and
-    /// Prometheus is asked to give up evaluating at the same point.
+    /// Evaluates `promql` at `at`. The whole request — waiting for a slot included — is
+    /// bounded by the client's timeout, and Prometheus is asked to give up evaluating at the
+    /// same point.
     pub async fn query_value(
         &self,
         promql: &str,
         at: Timestamp,
     ) -> Result<Option<f64>, PrometheusError> {
-        let millis = i64::try_from(self.timeout.as_millis()).unwrap_or(i64::MAX);
-        let request = self
-            .client
-            .query(promql)
-            .at(at.as_second())
-            .timeout(millis)
-            .get();
-        let started = std::time::Instant::now();
-        let response = tokio::time::timeout(self.timeout, request).await;
+        let started = Instant::now();
+        let answer = tokio::time::timeout(self.timeout, self.query(promql, at)).await;
         if let Some(timer) = &self.timer {
             timer(started.elapsed());
         }
-        let response = response
-            .map_err(|_| PrometheusError::Timeout(self.timeout))?
-            .map_err(|e| classify(e, self.timeout))?;
-        one_value(response.data())
+        answer.map_err(|_| PrometheusError::Timeout(self.timeout))?
+    }
+
+    async fn query(&self, promql: &str, at: Timestamp) -> Result<Option<f64>, PrometheusError> {
+        let _slot = self
+            .slots
+            .acquire()
+            .await
+            .map_err(|_| PrometheusError::Server("the client is shutting down".into()))?;
+        let millis = self.timeout.as_millis();
+        let time = format!(
+            "{}.{:03}",
+            at.as_second(),
+            at.subsec_millisecond().unsigned_abs()
+        );
+        let form = form_urlencoded::Serializer::new(String::new())
+            .append_pair("query", promql)
+            .append_pair("time", &time)
+            .append_pair("timeout", &format!("{millis}ms"))
+            .finish();
+        // GET as Grafana and promtool do; a long query (rendered custom checks) goes as a POST
+        // form instead, since proxies often cap the request line at 8 KiB.
+        let mut request = match form.len() > MAX_GET_QUERY {
+            false => {
+                let mut url = self.endpoint.clone();
+                url.set_query(Some(&form));
+                self.http.get(url)
+            }
+            true => self
+                .http
+                .post(self.endpoint.clone())
+                .header(
+                    reqwest::header::CONTENT_TYPE,
+                    "application/x-www-form-urlencoded",
+                )
+                .body(form),
+        }
+        .headers(self.headers.clone());
+        request = match &self.auth {
+            Auth::None => match &self.url_auth {
+                Some((user, password)) => request.basic_auth(user, password.as_deref()),
+                None => request,
+            },
+            Auth::BearerTokenFile(path) => {
+                request.bearer_auth(read_secret(path, "bearer token").await?)
+            }
+            Auth::Basic {
+                username,
+                password_file,
+            } => {
+                let user = match username {
+                    Username::Literal(u) => u.clone(),
+                    Username::File(path) => read_secret(path, "basic auth username").await?,
+                };
+                let password = read_secret(password_file, "basic auth password").await?;
+                request.basic_auth(user, Some(password))
+            }
+        };
+        let response = request.send().await.map_err(|e| self.transport(e))?;
+        let status = response.status();
+        if status.is_redirection() {
+            let to = response
+                .headers()
+                .get(reqwest::header::LOCATION)
+                .and_then(|l| l.to_str().ok())
+                .map(url_for_display)
+                .unwrap_or_else(|| "nowhere".into());
+            return Err(PrometheusError::Redirected {
+                status: status.as_u16(),
+                location: truncate(&to, MAX_ERROR_TEXT),
+            });
+        }
+        let body = read_capped(response, MAX_RESPONSE_BYTES)
+            .await
+            .map_err(|e| match e {
+                Capped::TooLarge => PrometheusError::ResponseTooLarge {
+                    limit: MAX_RESPONSE_BYTES,
+                },
+                Capped::Transport(e) => self.transport(e),
+            })?;
+        parse_response(status.as_u16(), &body, self.timeout)
+    }
+
+    fn transport(&self, e: reqwest::Error) -> PrometheusError {
+        if e.is_timeout() {
+            return PrometheusError::Timeout(self.timeout);
+        }
+        let connect = e.is_connect();
+        let message = format!("{}: {}", self.display, error_chain(&e.without_url()));
+        match connect {
+            true => PrometheusError::Unreachable(message),
+            false => PrometheusError::Server(message),
+        }
     }
 }
 
-/// The HTTP client, built so that failures are errors: `reqwest::Client::new()` (what
-/// prometheus-http-query would use) panics when no CA certificates can be loaded, as in an image
-/// without a CA bundle. A plain `http://` URL needs none, so it gets a client that trusts no
-/// certificate authority (an https redirect then fails verification instead of connecting
-/// unverified); an `https://` URL reports what is missing.
-fn http_client(url: &str) -> Result<reqwest::Client, PrometheusError> {
-    let error = match reqwest::Client::builder().build() {
+fn percent_decode(s: &str) -> String {
+    // Userinfo is percent-encoded in a URL; `form_urlencoded` decodes the same escapes
+    // (and `+`, which a userinfo does not use unescaped).
+    form_urlencoded::parse(format!("x={}", s.replace('+', "%2B")).as_bytes())
+        .next()
+        .map(|(_, v)| v.into_owned())
+        .unwrap_or_else(|| s.to_string())
+}
+
+/// A secret file's content, without the trailing newline `kubectl create secret --from-file`
+/// keeps; read at every query so a rotated Secret is used without a restart.
+async fn read_secret(path: &std::path::Path, what: &str) -> Result<String, PrometheusError> {
+    let fail = |message: String| {
+        PrometheusError::Credentials(format!(
+            "reading the {what} file {}: {message}",
+            path.display()
+        ))
+    };
+    let file = tokio::fs::File::open(path)
+        .await
+        .map_err(|e| fail(e.to_string()))?;
+    let mut text = String::new();
+    file.take(MAX_SECRET_BYTES + 1)
+        .read_to_string(&mut text)
+        .await
+        .map_err(|e| fail(e.to_string()))?;
+    if text.len() as u64 > MAX_SECRET_BYTES {
+        return Err(fail(format!("larger than {MAX_SECRET_BYTES} bytes")));
+    }
+    let text = text.trim_end_matches(['\r', '\n']).to_string();
+    if text.is_empty() {
+        return Err(fail("empty".into()));
+    }
+    Ok(text)
+}
+
+enum Capped {
+    TooLarge,
+    Transport(reqwest::Error),
+}
+
+/// The body, read chunk by chunk and given up as soon as it passes `cap` bytes: memory per
+/// query stays under `cap` plus one chunk whatever the server sends.
+async fn read_capped(mut response: reqwest::Response, cap: usize) -> Result<Vec<u8>, Capped> {
+    if response
+        .content_length()
+        .is_some_and(|n| n > u64::try_from(cap).unwrap_or(u64::MAX))
+    {
+        return Err(Capped::TooLarge);
+    }
+    let mut body = Vec::new();
+    while let Some(chunk) = response.chunk().await.map_err(Capped::Transport)? {
+        if body.len() + chunk.len() > cap {
+            return Err(Capped::TooLarge);
+        }
+        body.extend_from_slice(&chunk);
+    }
+    Ok(body)
+}
+
+/// `text` cut to at most `max` bytes at a character boundary, on one line.
+fn truncate(text: &str, max: usize) -> String {
+    let line = text.split_whitespace().collect::<Vec<_>>().join(" ");
+    if line.len() <= max {
+        return line;
+    }
+    let mut end = max;
+    while !line.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}…", &line[..end])
+}
+
+/// The JSON body of `/api/v1/query`.
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct Body {
+    status: String,
+    #[serde(default)]
+    data: Option<Data>,
+    #[serde(default)]
+    error_type: Option<String>,
+    #[serde(default)]
+    error: Option<String>,
+}
+
+#[derive(Deserialize)]
+#[serde(tag = "resultType", content = "result", rename_all = "lowercase")]
+enum Data {
+    Scalar(Sample),
+    Vector(Vec<Series>),
+    Matrix(serde::de::IgnoredAny),
+    String(serde::de::IgnoredAny),
+}
+
+/// `[<unix seconds>, "<value>"]`.
+#[derive(Deserialize)]
+struct Sample(serde::de::IgnoredAny, String);
+
+/// One series of a vector; its labels are not needed. A native histogram has no `value`.
+#[derive(Deserialize)]
+struct Series {
+    #[serde(default)]
+    value: Option<Sample>,
+}
+
+/// The value an answer holds, or the error it reports. Prometheus answers errors with a JSON
+/// body too (400 bad_data, 422 execution, 503 timeout); anything else not 2xx is an error of
+/// whatever is in between (a proxy, an auth gateway).
+pub(crate) fn parse_response(
+    status: u16,
+    body: &[u8],
+    timeout: Duration,
+) -> Result<Option<f64>, PrometheusError> {
+    let parsed: Result<Body, _> = serde_json::from_slice(body);
+    if matches!(status, 401 | 403) {
+        let text = match &parsed {
+            Ok(Body { error: Some(e), .. }) => e.clone(),
+            _ => String::from_utf8_lossy(body).into_owned(),
+        };
+        return Err(PrometheusError::Unauthorized {
+            status,
+            message: truncate(&text, MAX_ERROR_TEXT),
+        });
+    }
+    let body = match parsed {
+        Ok(b) => b,
+        Err(e) => {
+            let text = String::from_utf8_lossy(body);
+            return Err(PrometheusError::Server(
+                match (200..300).contains(&status) {
+                    true => format!("not a Prometheus answer ({e}): {}", truncate(&text, 200)),
+                    false => format!("HTTP {status}: {}", truncate(&text, MAX_ERROR_TEXT)),
+                },
+            ));
+        }
+    };
+    if body.status != "success" {
+        let kind = body.error_type.unwrap_or_default();
+        let message = truncate(&body.error.unwrap_or_default(), MAX_ERROR_TEXT);
+        return Err(match kind.as_str() {
+            "timeout" | "canceled" => PrometheusError::Timeout(timeout),
+            "bad_data" => PrometheusError::BadQuery(message),
+            _ => PrometheusError::Server(format!("{kind}: {message}")),
+        });
+    }
+    match body.data {
+        Some(Data::Scalar(s)) => number(&s.1).map(Some),
+        Some(Data::Vector(v)) => match v.as_slice() {
+            [] => Ok(None),
+            [one] => match &one.value {
+                Some(s) => number(&s.1).map(Some),
+                None => Err(PrometheusError::NotOneValue(
+                    "a native histogram sample".into(),
+                )),
+            },
+            more => Err(PrometheusError::NotOneValue(format!(
+                "{} series",
+                more.len()
+            ))),
+        },
+        Some(Data::Matrix(_)) => Err(PrometheusError::NotOneValue("a range vector".into())),
+        Some(Data::String(_)) => Err(PrometheusError::NotOneValue("a string".into())),
+        None => Err(PrometheusError::Server("a success without data".into())),
+    }
+}
+
+/// A sample value: Prometheus writes floats as strings, `NaN` and `±Inf` included.
+fn number(text: &str) -> Result<f64, PrometheusError> {
+    text.parse::<f64>().map_err(|_| {
+        PrometheusError::Server(format!(
+            "sample value {:?} is not a number",
+            truncate(text, 64)
+        ))
+    })
+}
+
+/// The HTTP client, built so that failures are errors: `reqwest::Client::new()` panics when
+/// no CA certificates can be loaded, as in an image without a CA bundle. A plain `http://` URL
+/// needs none, so it gets a client that trusts no certificate authority (an https redirect
+/// then fails verification instead of connecting unverified); an `https://` URL reports what
+/// is missing. A provider with TLS settings gets its own rustls configuration.
+fn http_client(provider: &Provider, display: &str) -> Result<reqwest::Client, PrometheusError> {
+    let builder = || {
+        reqwest::Client::builder()
+            .redirect(reqwest::redirect::Policy::none())
+            .user_agent(concat!("concurrency-operator/", env!("CARGO_PKG_VERSION")))
+            // The connection pool is per client; one idle connection per slot is plenty.
+            .pool_max_idle_per_host(MAX_IN_FLIGHT)
+    };
+    let setup = |message: String| PrometheusError::ClientSetup {
+        url: display.to_string(),
+        message,
+    };
+    if !provider.tls.is_default() {
+        let config = tls_config(&provider.tls).map_err(setup)?;
+        return builder()
+            .tls_backend_preconfigured(config)
+            .build()
+            .map_err(|e| setup(error_chain(&e)));
+    }
+    let error = match builder().build() {
         Ok(client) => return Ok(client),
         Err(e) => e,
     };
-    match reqwest::Url::parse(url) {
-        Ok(u) if u.scheme() == "http" => {
-            tracing::debug!(error = %chain(&error), "no usable TLS roots; Prometheus is plain http");
-            reqwest::Client::builder()
-                .tls_certs_only(std::iter::empty())
-                .build()
-                .map_err(|e| client_setup(url, chain(&e)))
-        }
-        Ok(_) => Err(client_setup(
-            url,
-            format!(
-                "{}; an https URL needs CA certificates: install a CA bundle in the operator \
-                 image (/etc/ssl/certs/ca-certificates.crt) or point SSL_CERT_FILE at one",
-                chain(&error)
-            ),
-        )),
-        Err(e) => Err(PrometheusError::InvalidUrl {
-            url: url.to_string(),
-            message: e.to_string(),
-        }),
+    if provider.url.trim_start().starts_with("http://") {
+        tracing::debug!(error = %error_chain(&error), "no usable TLS roots; Prometheus is plain http");
+        builder()
+            .tls_certs_only(std::iter::empty())
+            .build()
+            .map_err(|e| setup(error_chain(&e)))
+    } else {
+        Err(setup(format!(
+            "{}; an https URL needs CA certificates: install a CA bundle in the operator \
+             image (/etc/ssl/certs/ca-certificates.crt), point SSL_CERT_FILE at one, or set \
+             the provider's tls.caFile",
+            error_chain(&error)
+        )))
     }
 }
 
-fn client_setup(url: &str, message: String) -> PrometheusError {
-    PrometheusError::ClientSetup {
-        url: url.to_string(),
-        message,
-    }
-}
-
-fn classify(error: ClientError, timeout: Duration) -> PrometheusError {
-    match &error {
-        ClientError::Prometheus(e) if e.is_timeout() || e.is_canceled() => {
-            PrometheusError::Timeout(timeout)
-        }
-        ClientError::Prometheus(e) if e.is_bad_data() => {
-            PrometheusError::BadQuery(e.message().to_string())
-        }
-        ClientError::Prometheus(e) => PrometheusError::Server(e.to_string()),
-        ClientError::Client(e) => match e.inner() {
-            Some(r) if r.is_timeout() => PrometheusError::Timeout(timeout),
-            Some(r) if r.is_connect() => PrometheusError::Unreachable(chain(&error)),
-            // A non-JSON answer (a proxy's error page, a 5xx) or a broken body.
-            _ => PrometheusError::Server(chain(&error)),
-        },
-        ClientError::ParseUrl(e) => PrometheusError::InvalidUrl {
-            url: String::new(),
-            message: e.to_string(),
-        },
-        _ => PrometheusError::Server(chain(&error)),
-    }
-}
-
-/// The error and its causes on one line ("error sending request: … Connection refused").
-fn chain(error: &dyn std::error::Error) -> String {
-    let mut out = error.to_string();
-    let mut source = error.source();
-    while let Some(s) = source {
-        let text = s.to_string();
-        if !out.contains(&text) {
-            out.push_str(": ");
-            out.push_str(&text);
-        }
-        source = s.source();
-    }
-    out
-}
-
-fn one_value(data: &Data) -> Result<Option<f64>, PrometheusError> {
-    match data {
-        Data::Scalar(s) => Ok(Some(s.value())),
-        Data::Vector(v) if v.is_empty() => Ok(None),
-        Data::Vector(v) if v.len() == 1 => Ok(Some(v[0].sample().value())),
-        Data::Vector(v) => Err(PrometheusError::NotOneValue(format!("{} series", v.len()))),
-        Data::Matrix(_) => Err(PrometheusError::NotOneValue("a range vector".into())),
-    }
-}
-
-/// A client for the spec's Prometheus with the default per-query timeout.
+/// A client for the spec's Prometheus URL with the default per-query timeout (no operator
+/// configuration: the kubectl plugin's view).
 pub fn client_for(analysis: &Analysis) -> Result<PrometheusClient, PrometheusError> {
     PrometheusClient::new(&analysis.prometheus.url, DEFAULT_TIMEOUT)
 }

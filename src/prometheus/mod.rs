@@ -1,10 +1,16 @@
 //! The analysis' I/O: the Prometheus client that answers `analysis::MetricSource`, with its
-//! timeouts, error classification and TLS set-up. Everything it computes with is in
-//! `analysis`; this module only asks Prometheus.
+//! timeouts, size cap, error classification, credentials and TLS set-up, and the provider
+//! configuration that says which Prometheus an experiment may ask with which credentials.
+//! Everything it computes with is in `analysis`; this module only asks Prometheus.
 
 mod client;
+pub mod provider;
+mod tls;
 
-pub use client::{client_for, PrometheusClient, QueryTimer, DEFAULT_TIMEOUT};
+pub use client::{
+    client_for, PrometheusClient, QueryTimer, DEFAULT_TIMEOUT, MAX_IN_FLIGHT, MAX_RESPONSE_BYTES,
+};
+pub use provider::{Provider, ProviderError, ProvidersConfig};
 // The error is the metric source's, re-exported where a caller of the client looks for it.
 pub use crate::analysis::PrometheusError;
 

@@ -5,6 +5,7 @@ mod experiment_metrics;
 pub mod http;
 pub mod logging;
 pub mod metrics;
+pub mod redact;
 pub mod shutdown;
 pub mod tls;
 

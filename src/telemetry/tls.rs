@@ -1,6 +1,6 @@
 //! The process-wide rustls crypto provider.
 //!
-//! kube enables rustls' `ring` provider and prometheus-http-query (through reqwest) enables
+//! kube enables rustls' `ring` provider and reqwest (the Prometheus and webhook clients) enables
 //! `aws-lc-rs`; with both compiled in, rustls cannot choose and panics when the first TLS
 //! client is built. Installing one explicitly, before any client exists, settles it.
 

@@ -10,6 +10,7 @@ use tokio::sync::mpsc;
 
 use super::{RetryPolicy, SlackSink, WebhookSink, SINK_SLACK, SINK_WEBHOOK};
 use crate::notify::{self, Notification};
+use crate::telemetry::redact::error_chain;
 use crate::telemetry::Metrics;
 
 /// The notification's kind, e.g. `RolledBack`.
@@ -206,17 +207,6 @@ async fn read_url(path: &Path) -> Result<reqwest::Url, DeliveryError> {
     } else {
         Err(bad())
     }
-}
-
-fn error_chain(e: &dyn std::error::Error) -> String {
-    let mut out = e.to_string();
-    let mut source = e.source();
-    while let Some(s) = source {
-        out.push_str(": ");
-        out.push_str(&s.to_string());
-        source = s.source();
-    }
-    out
 }
 
 /// Redirects are not followed (a webhook that moved is a configuration to fix, and a redirect

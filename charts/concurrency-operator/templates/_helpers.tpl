@@ -82,3 +82,54 @@ app.kubernetes.io/instance: {{ .Release.Name }}
   resources: ["events"]
   verbs: ["create", "patch"]
 {{- end -}}
+
+{{/* Prometheus providers (docs/operations.md). Secrets are mounted whole, one directory per
+     Secret, under this path; the configuration file names the files in them. */}}
+{{- define "cop.prometheusSecretDir" -}}/etc/concurrency-operator/prometheus-secrets{{- end -}}
+
+{{/* One provider of the configuration file from its Helm values: {p, dir}. */}}
+{{- define "cop.prometheusProvider" -}}
+{{- $p := .p -}}
+{{- $dir := .dir -}}
+{{- $out := dict -}}
+{{- with $p.url }}{{ $_ := set $out "url" . }}{{ end -}}
+{{- with $p.bearerTokenSecret }}{{ if .name }}{{ $_ := set $out "bearerTokenFile" (printf "%s/%s/%s" $dir .name (.key | default "token")) }}{{ end }}{{ end -}}
+{{- with $p.basicAuthSecret }}{{ if .name }}{{ $_ := set $out "basicAuth" (dict "usernameFile" (printf "%s/%s/%s" $dir .name (.usernameKey | default "username")) "passwordFile" (printf "%s/%s/%s" $dir .name (.passwordKey | default "password"))) }}{{ end }}{{ end -}}
+{{- $tls := dict -}}
+{{- with $p.caSecret }}{{ if .name }}{{ $_ := set $tls "caFile" (printf "%s/%s/%s" $dir .name (.key | default "ca.crt")) }}{{ end }}{{ end -}}
+{{- with $p.serverName }}{{ $_ := set $tls "serverName" . }}{{ end -}}
+{{- if $p.insecureSkipVerify }}{{ $_ := set $tls "insecureSkipVerify" true }}{{ end -}}
+{{- if $tls }}{{ $_ := set $out "tls" $tls }}{{ end -}}
+{{- with $p.headers }}{{ $_ := set $out "headers" . }}{{ end -}}
+{{- with $p.namespaces }}{{ $_ := set $out "namespaces" . }}{{ end -}}
+{{- with $p.urls }}{{ $_ := set $out "urls" . }}{{ end -}}
+{{- toYaml $out -}}
+{{- end -}}
+
+{{/* The operator's Prometheus configuration file; empty when nothing is configured. */}}
+{{- define "cop.prometheusConfig" -}}
+{{- $dir := include "cop.prometheusSecretDir" . -}}
+{{- $pr := .Values.prometheus -}}
+{{- $c := dict -}}
+{{- if $pr.default.url -}}
+{{- $_ := set $c "default" (include "cop.prometheusProvider" (dict "p" $pr.default "dir" $dir) | fromYaml) -}}
+{{- end -}}
+{{- $creds := dict -}}
+{{- range $name, $p := $pr.credentials -}}
+{{- $_ := set $creds $name (include "cop.prometheusProvider" (dict "p" $p "dir" $dir) | fromYaml) -}}
+{{- end -}}
+{{- if $creds }}{{ $_ := set $c "credentials" $creds }}{{ end -}}
+{{- with $pr.allowedUrls }}{{ $_ := set $c "allowedUrls" . }}{{ end -}}
+{{- if $c }}{{ toYaml $c }}{{ end -}}
+{{- end -}}
+
+{{/* The Secrets the providers name, sorted and comma separated. */}}
+{{- define "cop.prometheusSecrets" -}}
+{{- $names := dict -}}
+{{- range $p := prepend (values .Values.prometheus.credentials) .Values.prometheus.default -}}
+{{- range $k := list "bearerTokenSecret" "basicAuthSecret" "caSecret" -}}
+{{- with (get $p $k) }}{{ if .name }}{{ $_ := set $names .name true }}{{ end }}{{ end -}}
+{{- end -}}
+{{- end -}}
+{{- keys $names | sortAlpha | join "," -}}
+{{- end -}}

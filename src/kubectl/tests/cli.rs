@@ -101,3 +101,38 @@ fn init_wants_workers_for_falcon_and_positive_counts() {
     assert!(parse(&["init", "storefront", "--threads", "0"]).is_err());
     assert!(parse(&["init", "storefront", "--server", "unicorn"]).is_err());
 }
+
+#[test]
+fn recommend_and_init_take_prometheus_credentials_tls_and_headers() {
+    use crate::prometheus::provider::Auth;
+    let cli = parse(&[
+        "recommend",
+        "storefront",
+        "--prometheus",
+        "https://mimir.example/prometheus",
+        "--prometheus-token-file",
+        "/home/me/token",
+        "--prometheus-ca-file",
+        "/home/me/ca.crt",
+        "--prometheus-header",
+        "X-Scope-OrgID: team-a",
+        "--prometheus-header",
+        "X-Other:1",
+    ])
+    .unwrap();
+    let Command::Recommend(r) = cli.command else {
+        panic!("not recommend")
+    };
+    let p = r.access.provider(&r.prometheus).unwrap();
+    assert_eq!(p.url, "https://mimir.example/prometheus");
+    assert_eq!(p.auth, Auth::BearerTokenFile("/home/me/token".into()));
+    assert_eq!(p.tls.ca_file, Some("/home/me/ca.crt".into()));
+    assert_eq!(p.headers["X-Scope-OrgID"], "team-a");
+    assert_eq!(p.headers["X-Other"], "1");
+    let cli = parse(&["init", "storefront", "--prometheus-header", "no colon"]).unwrap();
+    let Command::Init(i) = cli.command else {
+        panic!("not init")
+    };
+    let e = i.access.provider("http://prom:9090").unwrap_err();
+    assert!(e.contains("expected NAME: VALUE"), "{e}");
+}

@@ -39,6 +39,7 @@ fn init_args(server: InitServer, threads: Option<i32>, workers: Option<i32>) -> 
         container: None,
         name: None,
         preset: None,
+        access: Default::default(),
     }
 }
 

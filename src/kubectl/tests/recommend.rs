@@ -122,6 +122,7 @@ fn recommend_args(url: &str) -> RecommendArgs {
         async_above: 0.95,
         metrics: Vec::new(),
         timeout: std::time::Duration::from_secs(5),
+        access: Default::default(),
     }
 }
 

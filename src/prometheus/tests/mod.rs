@@ -1,1 +1,3 @@
 mod client;
+mod provider;
+mod response;
