@@ -11,9 +11,7 @@ use crate::api::{CheckResult, Verdict};
 
 use super::evaluate::AnalysisOutcome;
 
-/// The name of the restart rule's entry among an analysis' checks (a check of the spec may not
-/// take it).
-pub const RESTARTS_CHECK: &str = "restarts";
+pub use crate::api::RESTARTS_CHECK;
 
 /// One termination of the app container (or an eviction of its pod).
 #[derive(Debug, Clone, PartialEq)]

@@ -104,10 +104,10 @@ pub fn validate(analysis: &Analysis) -> Result<(), AnalysisSpecError> {
         container: "container".into(),
     };
     for (index, check) in analysis.checks.iter().enumerate() {
-        if check.display_name() == super::restarts::RESTARTS_CHECK {
+        if check.display_name() == crate::api::RESTARTS_CHECK {
             return Err(AnalysisSpecError::ReservedName {
                 index,
-                name: super::restarts::RESTARTS_CHECK,
+                name: crate::api::RESTARTS_CHECK,
             });
         }
         Limits::from_check(check)?;

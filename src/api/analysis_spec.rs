@@ -70,6 +70,10 @@ pub struct Analysis {
     pub fail_on_restart: bool,
 }
 
+/// The name of the restart rule's entry among an analysis' checks (`failOnRestart`); a check of
+/// the spec may not take it.
+pub const RESTARTS_CHECK: &str = "restarts";
+
 fn default_true() -> bool {
     true
 }
