@@ -200,10 +200,17 @@ async fn the_standard_metrics_fallback_tracks_the_gvl_counters_on_gvl_sim() {
         .ok()
         .and_then(|v| v.parse::<u64>().ok());
     let window_secs = bench_secs.unwrap_or(8);
+    // `FALLBACK_MIXES=cpuheavy,half`: only these (the bench runs one at a time).
+    let only = std::env::var("FALLBACK_MIXES").ok();
     let mixes: Vec<&Mix> = MIXES
         .iter()
         .filter(|m| bench_secs.is_some() || !m.bench_only)
+        .filter(|m| {
+            only.as_deref()
+                .is_none_or(|o| o.split(',').any(|x| x == m.deployment))
+        })
         .collect();
+    assert!(!mixes.is_empty(), "FALLBACK_MIXES={only:?} names no mix");
     let servers: Vec<(Proc, SocketAddr)> = mixes.iter().map(|m| start_server(m)).collect();
     let pods: Vec<String> = mixes
         .iter()
@@ -229,8 +236,9 @@ async fn the_standard_metrics_fallback_tracks_the_gvl_counters_on_gvl_sim() {
         })
         .collect();
     let client = PrometheusClient::new(&prom.url, Duration::from_secs(5)).unwrap();
-    // A full window of load: the first samples are from before it started.
-    tokio::time::sleep(Duration::from_secs(2)).await;
+    // A full window of load: the first samples are from before it started (and
+    // `wait_for_data` gives up after 30 s, shorter than the bench's window).
+    tokio::time::sleep(Duration::from_secs(2 + window_secs.saturating_sub(8))).await;
     wait_for_data(&mut prom, &client, targets.len(), window_secs).await;
     tokio::time::sleep(Duration::from_secs(2)).await;
 
