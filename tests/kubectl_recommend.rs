@@ -119,7 +119,9 @@ async fn recommend_measures_a_deployment_from_a_real_prometheus() {
             "I/O share",
             "CPU per request",
             "I/O per request",
-            "busiest pod rate"
+            "busiest pod rate",
+            "container CPU per request",
+            "wall time per request"
         ]
     );
     assert!(text.contains("\n  I/O share: sum(rate(ruby_io_wait_seconds_total{namespace=\"shop\",pod=~\"^checkout-["), "{text}");

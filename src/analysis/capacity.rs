@@ -13,7 +13,8 @@
 use k8s_openapi::api::core::v1::ResourceRequirements;
 
 use crate::api::{
-    parse_quantity, CapacityBound, RenderedServer, ServerConfig, ServerKind, VariantCapacity,
+    parse_quantity, CapacityBound, CapacitySource, RenderedServer, ServerConfig, ServerKind,
+    VariantCapacity,
 };
 
 /// CPU and I/O seconds per request, as measured.
@@ -177,20 +178,107 @@ fn usable(v: Option<f64>) -> Option<f64> {
     v.filter(|v| v.is_finite() && *v >= 0.0)
 }
 
-/// One variant's measurement for status: the measured times and busiest-pod rate (absent when
+/// CPU and I/O seconds per request from the GVL counters (`runningSeconds`, `ioWaitSeconds`
+/// over the request counter): exact, where the app has them.
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct GvlTimes {
+    pub cpu: Option<f64>,
+    pub io: Option<f64>,
+}
+
+impl GvlTimes {
+    /// Both times usable: the standard metrics are not needed.
+    pub fn complete(&self) -> bool {
+        usable(self.cpu).is_some() && usable(self.io).is_some()
+    }
+}
+
+/// What every Rails app on Kubernetes has: the container's CPU seconds (cAdvisor) per request
+/// and the wall time per request (request-duration `_sum / _count`).
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct StandardTimes {
+    pub cpu: Option<f64>,
+    pub wall: Option<f64>,
+}
+
+impl StandardTimes {
+    /// I/O and waiting per request = wall − CPU, clamped at 0 (the container's CPU can pass
+    /// the wall time: other threads, GC, the server's own work run beside the requests).
+    pub fn io(&self) -> Option<f64> {
+        let (cpu, wall) = (usable(self.cpu)?, usable(self.wall)?);
+        Some((wall - cpu).max(0.0))
+    }
+
+    /// The I/O share p = (wall − CPU) / wall; none without wall time.
+    pub fn io_share(&self) -> Option<f64> {
+        let wall = usable(self.wall).filter(|w| *w > 0.0)?;
+        Some(self.io()? / wall)
+    }
+}
+
+/// The times the capacity model uses for one variant, and where they come from.
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct ChosenTimes {
+    pub cpu: Option<f64>,
+    pub io: Option<f64>,
+    pub source: Option<CapacitySource>,
+}
+
+/// The GVL counters when they give both times; else the standard metrics (`standard`: `None`
+/// when they were not asked for); else whatever the counters gave. Never a mix of the two:
+/// the counters' CPU is the request's own, the container's is everything it runs.
+pub fn choose_times(exact: GvlTimes, standard: Option<StandardTimes>) -> ChosenTimes {
+    let (cpu, io) = (usable(exact.cpu), usable(exact.io));
+    if exact.complete() {
+        return ChosenTimes {
+            cpu,
+            io,
+            source: Some(CapacitySource::GvlCounters),
+        };
+    }
+    if let Some(st) = standard {
+        let st_cpu = usable(st.cpu);
+        let st_io = st.io();
+        if st_cpu.is_some() || st_io.is_some() {
+            return ChosenTimes {
+                cpu: st_cpu,
+                io: st_io,
+                source: Some(CapacitySource::StandardMetrics),
+            };
+        }
+    }
+    ChosenTimes {
+        cpu,
+        io,
+        source: (cpu.is_some() || io.is_some()).then_some(CapacitySource::GvlCounters),
+    }
+}
+
+/// The I/O share for the recommendation: the counters' `io / (running + io + gvlWait)` when
+/// it is a share, else the standard metrics' (wall − CPU) / wall.
+pub fn choose_io_share(
+    exact: Option<f64>,
+    standard: Option<StandardTimes>,
+) -> Option<(f64, CapacitySource)> {
+    let share = |p: f64| p.is_finite() && (0.0..=1.0).contains(&p);
+    match exact.filter(|p| share(*p)) {
+        Some(p) => Some((p, CapacitySource::GvlCounters)),
+        None => standard
+            .and_then(|s| s.io_share())
+            .filter(|p| share(*p))
+            .map(|p| (p, CapacitySource::StandardMetrics)),
+    }
+}
+
+/// One variant's measurement for status: the chosen times and busiest-pod rate (absent when
 /// Prometheus had none), and the capacity and headroom they give with `config`.
 pub fn variant_capacity(
-    cpu_per_request: Option<f64>,
-    io_per_request: Option<f64>,
+    times: ChosenTimes,
     per_pod_rate: Option<f64>,
     config: Option<&RenderedServer>,
     cpu_limit: Option<f64>,
 ) -> Option<VariantCapacity> {
-    let (cpu, io, rate) = (
-        usable(cpu_per_request),
-        usable(io_per_request),
-        usable(per_pod_rate),
-    );
+    let (cpu, io, rate) = (usable(times.cpu), usable(times.io), usable(per_pod_rate));
     let capacity = match (cpu, io, config) {
         (Some(cpu), Some(io), Some(config)) => {
             config_capacity(config, PerRequest { cpu, io }, cpu_limit)
@@ -200,6 +288,7 @@ pub fn variant_capacity(
     VariantCapacity {
         cpu_per_request: cpu,
         io_per_request: io,
+        source: times.source.filter(|_| cpu.is_some() || io.is_some()),
         per_pod_rate: rate,
         capacity_per_pod: capacity.map(|c| c.per_pod),
         headroom: capacity.zip(rate).and_then(|(c, r)| headroom(r, c.per_pod)),

@@ -15,11 +15,15 @@ use crate::api::{
     ServerConfig, Verdict,
 };
 
-use super::capacity::{candidate_config, variant_capacity};
+use super::capacity::{
+    candidate_config, choose_io_share, choose_times, variant_capacity, ChosenTimes, GvlTimes,
+    StandardTimes,
+};
 use super::judge::{aggregate, judge_check, Limits, Unit};
 use super::queries::{
-    busiest_pod_rate_template, cpu_per_request_template, io_per_request_template,
-    io_share_template, is_headroom, requests_template, total_rate_template, HEADROOM_SOURCE,
+    busiest_pod_rate_template, container_cpu_per_request_template, cpu_per_request_template,
+    io_per_request_template, io_share_template, is_headroom, requests_template,
+    total_rate_template, wall_per_request_template, HEADROOM_SOURCE,
 };
 use super::recommend::recommend_from_spec;
 use super::reference::reference_baseline;
@@ -160,8 +164,17 @@ pub async fn analyse(
     let io_share = async {
         let q = io_share_template(&names)
             .ok()
-            .and_then(|t| render("ioShare", &t, &both).ok())?;
-        source.query_value(&q, ctx.now).await.ok().flatten()
+            .and_then(|t| render("ioShare", &t, &both).ok());
+        let exact = match q {
+            Some(q) => source.query_value(&q, ctx.now).await.ok().flatten(),
+            None => None,
+        };
+        // The standard metrics only where the counters have nothing.
+        let standard = match choose_io_share(exact, None) {
+            Some(_) => None,
+            None => Some(standard_times(source, &names, &both, ctx.now).await),
+        };
+        choose_io_share(exact, standard)
     };
     // At 100% the baseline serves nothing (see below): nothing of it to measure.
     let baseline_gone = ctx.weight >= 100;
@@ -179,10 +192,16 @@ pub async fn analyse(
     let capacity = capacity.await;
     let checks = fill_headroom(&analysis.checks, checks, capacity.as_ref());
 
-    let recommendation = io_share.filter(|p| p.is_finite()).and_then(|p| {
-        recommend_from_spec(p, &analysis.recommendation)
+    let recommendation = io_share.and_then(|(p, from)| {
+        let mut r = recommend_from_spec(p, &analysis.recommendation)
             .ok()
-            .flatten()
+            .flatten()?;
+        r.source = Some(from);
+        if from == crate::api::CapacitySource::StandardMetrics {
+            r.message
+                .push_str(" — from standard metrics: (wall − CPU) / wall, GVL wait counted as I/O");
+        }
+        Some(r)
     });
     let counts = (
         base_req.as_ref().ok().copied().flatten(),
@@ -210,6 +229,7 @@ pub async fn analyse(
             judge_measured(m, analysis, history, current_counts)
         })
         .collect();
+    let checks = note_capacity_source(&analysis.checks, checks, capacity.as_ref());
     let (verdict, reason) = match (&base_req, &cand_req) {
         (Err(e), _) if !baseline_gone => (Verdict::Inconclusive, format!("baseline {e}")),
         (_, Err(e)) => (Verdict::Inconclusive, format!("candidate {e}")),
@@ -254,22 +274,48 @@ async fn capacity_value(
     source.query_value(&q, at).await.ok().flatten()
 }
 
-/// One variant's CPU and I/O seconds per request and busiest pod's rate; nothing for a
-/// variant that serves nothing (`None`).
+/// The standard metrics' CPU and wall seconds per request over `vars`' pods.
+async fn standard_times(
+    source: &impl MetricSource,
+    names: &MetricNames,
+    vars: &TemplateVars,
+    at: Timestamp,
+) -> StandardTimes {
+    let cpu = container_cpu_per_request_template(names).ok();
+    let wall = wall_per_request_template(names).ok();
+    let (cpu, wall) = futures::join!(
+        capacity_value(source, cpu.as_deref(), vars, at),
+        capacity_value(source, wall.as_deref(), vars, at)
+    );
+    StandardTimes { cpu, wall }
+}
+
+/// One variant's CPU and I/O seconds per request (the GVL counters', else the standard
+/// metrics') and busiest pod's rate; nothing for a variant that serves nothing (`None`).
 async fn variant_values(
     source: &impl MetricSource,
-    [cpu, io, busiest]: [Option<&str>; 3],
+    names: &MetricNames,
     vars: Option<&TemplateVars>,
     at: Timestamp,
-) -> (Option<f64>, Option<f64>, Option<f64>) {
+) -> (ChosenTimes, Option<f64>) {
     let Some(vars) = vars else {
-        return (None, None, None);
+        return (ChosenTimes::default(), None);
     };
-    futures::join!(
-        capacity_value(source, cpu, vars, at),
-        capacity_value(source, io, vars, at),
-        capacity_value(source, busiest, vars, at)
-    )
+    let cpu = cpu_per_request_template(names).ok();
+    let io = io_per_request_template(names).ok();
+    let busiest = busiest_pod_rate_template(names).ok();
+    let (cpu, io, busiest) = futures::join!(
+        capacity_value(source, cpu.as_deref(), vars, at),
+        capacity_value(source, io.as_deref(), vars, at),
+        capacity_value(source, busiest.as_deref(), vars, at)
+    );
+    let exact = GvlTimes { cpu, io };
+    // Asked only when the counters fall short: most analyses need no more queries.
+    let standard = match exact.complete() {
+        true => None,
+        false => Some(standard_times(source, names, vars, at).await),
+    };
+    (choose_times(exact, standard), busiest)
 }
 
 /// CPU and I/O seconds per request and the busiest pod's rate per variant (`baseline` is
@@ -283,15 +329,11 @@ async fn measure_capacity(
     both: &TemplateVars,
 ) -> Option<CapacityMeasurement> {
     let names = &spec.analysis.metrics.resolve();
-    let cpu = cpu_per_request_template(names).ok();
-    let io = io_per_request_template(names).ok();
-    let busiest = busiest_pod_rate_template(names).ok();
     let total = total_rate_template(names).ok();
-    let templates = [cpu.as_deref(), io.as_deref(), busiest.as_deref()];
     let at = ctx.now;
     let (b, c, total) = futures::join!(
-        variant_values(source, templates, baseline, at),
-        variant_values(source, templates, Some(candidate), at),
+        variant_values(source, names, baseline, at),
+        variant_values(source, names, Some(candidate), at),
         capacity_value(source, total.as_deref(), both, at)
     );
     let base_config = ctx.baseline_config.as_ref();
@@ -301,11 +343,43 @@ async fn measure_capacity(
         .unwrap_or(spec.single_candidate());
     let cand_config = candidate_config(spec_config, base_config);
     CapacityMeasurement {
-        baseline: variant_capacity(b.0, b.1, b.2, base_config, ctx.baseline_cpu_limit),
-        candidate: variant_capacity(c.0, c.1, c.2, Some(&cand_config), ctx.candidate_cpu_limit),
+        baseline: variant_capacity(b.0, b.1, base_config, ctx.baseline_cpu_limit),
+        candidate: variant_capacity(c.0, c.1, Some(&cand_config), ctx.candidate_cpu_limit),
         total_rate: total.filter(|r| r.is_finite() && *r >= 0.0),
     }
     .non_empty()
+}
+
+/// The `headroom` checks' reasons say where the capacity's times came from: standard metrics
+/// count GVL wait as I/O, which a reader of a borderline verdict needs to know.
+fn note_capacity_source(
+    specs: &[Check],
+    mut checks: Vec<CheckResult>,
+    capacity: Option<&CapacityMeasurement>,
+) -> Vec<CheckResult> {
+    let side = |v: Option<&crate::api::VariantCapacity>| v.and_then(|v| v.source);
+    let (b, c) = (
+        side(capacity.and_then(|m| m.baseline.as_ref())),
+        side(capacity.and_then(|m| m.candidate.as_ref())),
+    );
+    let note = match (b, c) {
+        (None, None) => return checks,
+        (Some(b), Some(c)) if b != c => format!(
+            "capacity from {} (baseline) and {} (candidate)",
+            b.describe(),
+            c.describe()
+        ),
+        (Some(s), _) | (_, Some(s)) => format!("capacity from {}", s.describe()),
+    };
+    for (check, r) in specs.iter().zip(checks.iter_mut()) {
+        if is_headroom(check) {
+            r.reason = Some(match r.reason.take() {
+                Some(reason) => format!("{reason} ({note})"),
+                None => note.clone(),
+            });
+        }
+    }
+    checks
 }
 
 /// A check's values, before judgement; `limits` is `None` when it could not be measured

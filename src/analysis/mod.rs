@@ -21,15 +21,17 @@ pub mod template;
 mod validate;
 
 pub use capacity::{
-    candidate_config, config_capacity, cpu_cores, cpu_limit, headroom, load_per_pod, pod_capacity,
-    predict, variant_capacity, worker_capacity, Bound, Capacity, PerRequest, Prediction,
+    candidate_config, choose_io_share, choose_times, config_capacity, cpu_cores, cpu_limit,
+    headroom, load_per_pod, pod_capacity, predict, variant_capacity, worker_capacity, Bound,
+    Capacity, ChosenTimes, GvlTimes, PerRequest, Prediction, StandardTimes,
 };
 pub use evaluate::{analyse, AnalysisContext, AnalysisOutcome};
 pub use judge::{aggregate, judge_check, Limits, Unit};
 pub use queries::{
-    builtin_template, busiest_pod_rate_template, cpu_per_request_template, io_per_request_template,
-    io_share_template, is_headroom, requests_template, total_rate_template, validate_names,
-    QueryError, HEADROOM_SOURCE,
+    builtin_template, busiest_pod_rate_template, container_cpu_per_request_template,
+    cpu_per_request_template, io_per_request_template, io_share_template, is_headroom,
+    requests_template, total_rate_template, validate_names, wall_per_request_template, QueryError,
+    HEADROOM_SOURCE,
 };
 pub use recommend::{
     amdahl_speedup, recommend, recommend_from_spec, recommendation_table, recommended_threads,

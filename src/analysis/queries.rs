@@ -80,6 +80,7 @@ pub fn validate_names(names: &MetricNames) -> Result<(), QueryError> {
     metric("runningSeconds", &names.running_seconds)?;
     metric("queueTime", &names.queue_time)?;
     metric("memory", &names.memory)?;
+    metric("cpuUsage", &names.cpu_usage)?;
     metric("backlog", &names.backlog)?;
     if let Some(b) = &names.busy_threads {
         metric("busyThreads", b)?;
@@ -272,6 +273,25 @@ pub fn io_per_request_template(names: &MetricNames) -> Result<String, QueryError
     let io = metric("ioWaitSeconds", &names.io_wait_seconds)?;
     let r = metric("requestsTotal", &names.requests_total)?;
     Ok(per_request(io, r))
+}
+
+/// Standard metrics' CPU per request: the app container's CPU seconds (cAdvisor) over the
+/// variant's requests. Everything the container runs counts: the server, GC, other threads.
+pub fn container_cpu_per_request_template(names: &MetricNames) -> Result<String, QueryError> {
+    let cpu = metric("cpuUsage", &names.cpu_usage)?;
+    let r = metric("requestsTotal", &names.requests_total)?;
+    Ok(format!(
+        r#"sum(rate({cpu}{{{SELECTOR},container="{{{{container}}}}"}}[{{{{interval}}}}])) / sum(rate({r}{{{SELECTOR}}}[{{{{interval}}}}]))"#
+    ))
+}
+
+/// Standard metrics' wall time per request: the request-duration histogram's (or summary's)
+/// `_sum / _count`. No requests give NaN (0/0), not a value.
+pub fn wall_per_request_template(names: &MetricNames) -> Result<String, QueryError> {
+    let h = metric("requestDuration", &names.request_duration)?;
+    Ok(format!(
+        "sum(rate({h}_sum{{{SELECTOR}}}[{{{{interval}}}}])) / sum(rate({h}_count{{{SELECTOR}}}[{{{{interval}}}}]))"
+    ))
 }
 
 /// Requests per second of the busiest pod: headroom is decided by the pod that saturates first.

@@ -77,6 +77,7 @@ pub fn recommend(p: f64, min_gain: f64, async_above: f64) -> Option<Recommendati
     }
     Some(Recommendation {
         io_ratio: p,
+        source: None,
         threads: i32::try_from(threads).unwrap_or(i32::MAX),
         async_server_advised,
         speedups,

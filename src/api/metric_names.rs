@@ -61,6 +61,10 @@ pub struct MetricsSpec {
     /// Working-set memory per container (cAdvisor).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub memory: Option<String>,
+    /// CPU seconds per container, a counter (cAdvisor's `container_cpu_usage_seconds_total`):
+    /// the capacity model's CPU per request where the GVL counters have no data.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cpu_usage: Option<String>,
     /// Puma gauge: requests waiting for a thread.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub backlog: Option<String>,
@@ -88,6 +92,7 @@ pub struct MetricNames {
     pub running_seconds: String,
     pub queue_time: String,
     pub memory: String,
+    pub cpu_usage: String,
     pub backlog: String,
     /// `None`: the exporter has no busy-threads gauge; busy is max − pool capacity.
     pub busy_threads: Option<String>,
@@ -115,7 +120,7 @@ impl MetricNames {
     pub fn of(preset: MetricPreset) -> MetricNames {
         // The GVL/I/O/running counters come from the reference images' instrumentation (or
         // gvl-sim); neither yabeda nor prometheus_exporter has them, so every preset keeps
-        // those names. Memory is cAdvisor's whatever the app runs.
+        // those names. Memory and CPU are cAdvisor's whatever the app runs.
         let reference = MetricNames {
             request_duration: s("rails_request_duration_seconds"),
             requests_total: s("rails_requests_total"),
@@ -125,6 +130,7 @@ impl MetricNames {
             running_seconds: s("ruby_running_seconds_total"),
             queue_time: s("rails_request_queue_time_seconds"),
             memory: s("container_memory_working_set_bytes"),
+            cpu_usage: s("container_cpu_usage_seconds_total"),
             backlog: s("puma_backlog"),
             // The reference images' `puma_running` is Puma's spawned threads, not busy ones.
             busy_threads: None,
@@ -168,6 +174,7 @@ impl MetricsSpec {
             running_seconds: pick(&self.running_seconds, base.running_seconds),
             queue_time: pick(&self.queue_time, base.queue_time),
             memory: pick(&self.memory, base.memory),
+            cpu_usage: pick(&self.cpu_usage, base.cpu_usage),
             backlog: pick(&self.backlog, base.backlog),
             busy_threads: self.busy_threads.clone().or(base.busy_threads),
             pool_capacity: pick(&self.pool_capacity, base.pool_capacity),

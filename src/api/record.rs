@@ -53,12 +53,17 @@ impl CapacityMeasurement {
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema, Default)]
 #[serde(rename_all = "camelCase")]
 pub struct VariantCapacity {
-    /// Seconds running Ruby (holding the GVL) per request.
+    /// CPU seconds per request: running Ruby (holding the GVL) from the GVL counters, or the
+    /// container's CPU over its requests from standard metrics (`source`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cpu_per_request: Option<f64>,
-    /// Seconds waiting on I/O per request.
+    /// Seconds waiting per request: I/O wait from the GVL counters, or wall − CPU from
+    /// standard metrics (which counts GVL wait in).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub io_per_request: Option<f64>,
+    /// Where `cpuPerRequest` and `ioPerRequest` come from.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source: Option<CapacitySource>,
     /// Requests per second of the variant's busiest pod over the interval.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub per_pod_rate: Option<f64>,
@@ -76,6 +81,37 @@ pub struct VariantCapacity {
 impl VariantCapacity {
     pub fn non_empty(self) -> Option<Self> {
         (self != Self::default()).then_some(self)
+    }
+}
+
+/// Where a variant's CPU and I/O seconds per request come from.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub enum CapacitySource {
+    /// The GVL instrumentation counters (`runningSeconds`, `ioWaitSeconds`, `gvlWaitSeconds`):
+    /// exact.
+    GvlCounters,
+    /// What every app on Kubernetes has: the container's CPU (cAdvisor, `cpuUsage`) over the
+    /// request counter, and the request-duration histogram's or summary's `_sum / _count`;
+    /// I/O = wall − CPU. Used where the GVL counters have no data.
+    StandardMetrics,
+}
+
+impl CapacitySource {
+    /// As status writes it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CapacitySource::GvlCounters => "gvlCounters",
+            CapacitySource::StandardMetrics => "standardMetrics",
+        }
+    }
+
+    /// For people: `GVL counters`, `standard metrics`.
+    pub fn describe(self) -> &'static str {
+        match self {
+            CapacitySource::GvlCounters => "GVL counters",
+            CapacitySource::StandardMetrics => "standard metrics",
+        }
     }
 }
 
@@ -113,6 +149,9 @@ pub struct CapacityGate {
     /// predictedRatePerPod / capacityPerPod (1.0 = saturated).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub predicted_utilization: Option<f64>,
+    /// Where the CPU and I/O seconds per request of the prediction come from.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source: Option<CapacitySource>,
     /// `spec.analysis.maxPredictedUtilization` as a share.
     pub max_utilization: f64,
     /// Pass: the step may be taken; Fail: the candidate would be over the limit;

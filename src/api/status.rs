@@ -228,8 +228,12 @@ pub struct Decision {
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct Recommendation {
-    /// Measured I/O share p = io / (running + io + gvlWait).
+    /// Measured I/O share: p = io / (running + io + gvlWait) from the GVL counters, or
+    /// (wall − CPU) / wall from standard metrics (`source`).
     pub io_ratio: f64,
+    /// Where `ioRatio` comes from.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub source: Option<super::CapacitySource>,
     /// Largest thread count whose step still gains at least `minGain`.
     pub threads: i32,
     /// Above `asyncAbove` I/O an async server (Falcon) is advised.

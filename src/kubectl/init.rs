@@ -12,6 +12,7 @@ use std::time::Duration;
 use jiff::Timestamp;
 
 use super::cli::{InitArgs, InitServer};
+use super::recommend::{measure, sizing_note, Target};
 use super::{PluginError, Session};
 use crate::analysis::{check_template, pods_regex, render, TemplateVars};
 use crate::api::{Analysis, Check, MetricPreset, RenderedServer, ServerConfig, ServerKind};
@@ -145,6 +146,9 @@ pub struct Starting {
     pub preset: Option<MetricPreset>,
     /// Per starter check (by position): whether its query had data; `None` when not probed.
     pub data: Option<Vec<bool>>,
+    /// With `--prometheus`: the measured I/O share and Amdahl's thread count, as comments
+    /// (`recommend::sizing_note`).
+    pub sizing: Option<String>,
 }
 
 /// A JSON string is a valid YAML double-quoted scalar: user text can never break the YAML.
@@ -179,6 +183,9 @@ pub fn manifest(s: &Starting) -> String {
         read_back(&s.baseline),
         c.summary()
     );
+    if let Some(note) = &s.sizing {
+        out.push_str(note);
+    }
     let starters = starters(c);
     let probed = s.data.as_deref();
     let any_data = probed.is_some_and(|d| d.iter().any(|&x| x));
@@ -291,8 +298,8 @@ pub async fn run(
         .clone();
     let baseline = read_baseline(&deployment, Some(&container), &Default::default())?;
     let candidate = candidate(args, &baseline)?;
-    let data = match &args.prometheus {
-        None => None,
+    let (data, sizing) = match &args.prometheus {
+        None => (None, None),
         Some(url) => {
             let provider = args.access.provider(url).map_err(PluginError::Usage)?;
             let client =
@@ -314,7 +321,16 @@ pub async fn run(
                 container: container.clone(),
             };
             let starters = starters(&candidate);
-            Some(probe(&client, &analysis, &starters, &vars, Timestamp::now()).await?)
+            let now = Timestamp::now();
+            let data = probe(&client, &analysis, &starters, &vars, now).await?;
+            // The thread count the measured I/O share suggests (the standard metrics' where
+            // the GVL counters have none), beside the candidate the flags chose.
+            let mut target = Target::from_deployment(&deployment, Some(&container))?;
+            target.namespace = session.namespace.clone();
+            let queries =
+                super::recommend::queries(&target, &analysis.metrics.resolve(), PROBE_WINDOW)?;
+            let m = measure(&client, &queries, now).await?;
+            (Some(data), sizing_note(&m, PROBE_WINDOW))
         }
     };
     let starting = Starting {
@@ -330,6 +346,7 @@ pub async fn run(
         prometheus: args.prometheus.clone(),
         preset: args.preset,
         data,
+        sizing,
     };
     out.write_all(manifest(&starting).as_bytes())?;
     Ok(())

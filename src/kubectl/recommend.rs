@@ -2,7 +2,9 @@
 //!
 //! Reads the server config back from the pod template (as the operator does for a baseline),
 //! measures the I/O share, CPU and I/O seconds per request and the busiest pod's request rate
-//! with the operator's own query templates and Prometheus client, then prints the Amdahl table
+//! with the operator's own query templates and Prometheus client — from the GVL counters, or
+//! where they have no data from standard metrics (container CPU, request-duration sum/count),
+//! chosen as the operator chooses (`analysis::choose_times`) — then prints the Amdahl table
 //! and the capacity per thread count (`analysis::capacity`).
 
 use std::io::Write;
@@ -17,11 +19,12 @@ use super::cli::RecommendArgs;
 use super::render::Table;
 use super::{PluginError, Session};
 use crate::analysis::{
-    busiest_pod_rate_template, cpu_per_request_template, io_per_request_template,
-    io_share_template, pods_regex, recommend, recommendation_table, render, validate_names,
-    PerRequest, TemplateVars, Unit,
+    busiest_pod_rate_template, choose_io_share, choose_times, container_cpu_per_request_template,
+    cpu_per_request_template, io_per_request_template, io_share_template, pods_regex, recommend,
+    recommendation_table, render, validate_names, wall_per_request_template, ChosenTimes, GvlTimes,
+    PerRequest, StandardTimes, TemplateVars, Unit,
 };
-use crate::api::{format_duration, MetricNames, MetricsSpec, RenderedServer};
+use crate::api::{format_duration, CapacitySource, MetricNames, MetricsSpec, RenderedServer};
 use crate::prometheus::PrometheusClient;
 use crate::workload::{app_container, read_baseline};
 
@@ -106,14 +109,20 @@ pub enum Quantity {
     CpuPerRequest,
     IoPerRequest,
     BusiestPodRate,
+    /// Standard metrics: the container's CPU seconds (cAdvisor) per request.
+    ContainerCpuPerRequest,
+    /// Standard metrics: the request-duration `_sum / _count`.
+    WallPerRequest,
 }
 
 impl Quantity {
-    pub const ALL: [Quantity; 4] = [
+    pub const ALL: [Quantity; 6] = [
         Quantity::IoShare,
         Quantity::CpuPerRequest,
         Quantity::IoPerRequest,
         Quantity::BusiestPodRate,
+        Quantity::ContainerCpuPerRequest,
+        Quantity::WallPerRequest,
     ];
 
     pub fn name(self) -> &'static str {
@@ -122,11 +131,13 @@ impl Quantity {
             Quantity::CpuPerRequest => "CPU per request",
             Quantity::IoPerRequest => "I/O per request",
             Quantity::BusiestPodRate => "busiest pod rate",
+            Quantity::ContainerCpuPerRequest => "container CPU per request",
+            Quantity::WallPerRequest => "wall time per request",
         }
     }
 }
 
-/// The four queries for the Deployment's pods over `window`, rendered as sent.
+/// The queries for the Deployment's pods over `window`, rendered as sent.
 pub fn queries(
     target: &Target,
     names: &MetricNames,
@@ -147,6 +158,8 @@ pub fn queries(
                 Quantity::CpuPerRequest => cpu_per_request_template(names),
                 Quantity::IoPerRequest => io_per_request_template(names),
                 Quantity::BusiestPodRate => busiest_pod_rate_template(names),
+                Quantity::ContainerCpuPerRequest => container_cpu_per_request_template(names),
+                Quantity::WallPerRequest => wall_per_request_template(names),
             }
             .map_err(|e| usage(&e))?;
             let promql = render(q.name(), &template, &vars).map_err(|e| usage(&e))?;
@@ -158,10 +171,14 @@ pub fn queries(
 /// The measured values; `None` where the query returned nothing or NaN (0/0: no requests).
 #[derive(Debug, Clone, Copy, PartialEq, Default)]
 pub struct Measurement {
+    /// From the GVL counters.
     pub io_share: Option<f64>,
     pub cpu: Option<f64>,
     pub io: Option<f64>,
     pub busiest_pod_rate: Option<f64>,
+    /// From standard metrics.
+    pub container_cpu: Option<f64>,
+    pub wall: Option<f64>,
 }
 
 impl Measurement {
@@ -171,6 +188,8 @@ impl Measurement {
             Quantity::CpuPerRequest => self.cpu,
             Quantity::IoPerRequest => self.io,
             Quantity::BusiestPodRate => self.busiest_pod_rate,
+            Quantity::ContainerCpuPerRequest => self.container_cpu,
+            Quantity::WallPerRequest => self.wall,
         }
     }
 
@@ -180,8 +199,58 @@ impl Measurement {
             Quantity::CpuPerRequest => &mut self.cpu,
             Quantity::IoPerRequest => &mut self.io,
             Quantity::BusiestPodRate => &mut self.busiest_pod_rate,
+            Quantity::ContainerCpuPerRequest => &mut self.container_cpu,
+            Quantity::WallPerRequest => &mut self.wall,
         };
         *slot = v.filter(|v| v.is_finite());
+    }
+
+    fn standard(&self) -> StandardTimes {
+        StandardTimes {
+            cpu: self.container_cpu,
+            wall: self.wall,
+        }
+    }
+
+    /// The I/O share the operator would use, and its source.
+    pub fn io_share_chosen(&self) -> Option<(f64, CapacitySource)> {
+        choose_io_share(self.io_share, Some(self.standard()))
+    }
+
+    /// The CPU and I/O seconds per request the operator would use, and their source.
+    pub fn times(&self) -> ChosenTimes {
+        let exact = GvlTimes {
+            cpu: self.cpu,
+            io: self.io,
+        };
+        choose_times(exact, Some(self.standard()))
+    }
+
+    /// The quantities whose query returned nothing where the figure they give is missing from
+    /// both sources (a query the other source made up for is not missing).
+    pub fn missing(&self) -> Vec<Quantity> {
+        use Quantity::*;
+        let times = self.times();
+        let figures: [(bool, &[Quantity]); 4] = [
+            (
+                self.io_share_chosen().is_some(),
+                &[IoShare, ContainerCpuPerRequest, WallPerRequest],
+            ),
+            (
+                times.cpu.is_some(),
+                &[CpuPerRequest, ContainerCpuPerRequest],
+            ),
+            (
+                times.io.is_some(),
+                &[IoPerRequest, ContainerCpuPerRequest, WallPerRequest],
+            ),
+            (self.busiest_pod_rate.is_some(), &[BusiestPodRate]),
+        ];
+        Quantity::ALL
+            .into_iter()
+            .filter(|q| self.get(*q).is_none())
+            .filter(|q| figures.iter().any(|(has, from)| !has && from.contains(q)))
+            .collect()
     }
 }
 
@@ -198,6 +267,39 @@ pub async fn measure(
         m.set(*q, answer?);
     }
     Ok(m)
+}
+
+/// `init`'s sizing note: the I/O share measured for the target (GVL counters, else standard
+/// metrics) and the thread count Amdahl's law gives at the spec's default gains, as comment
+/// lines for the starter manifest. `None` when no I/O share could be measured.
+pub fn sizing_note(m: &Measurement, window: Duration) -> Option<String> {
+    let (p, from) = m.io_share_chosen()?;
+    let rec = crate::analysis::recommend_from_spec(p, &Default::default())
+        .ok()
+        .flatten()?;
+    let how = match from {
+        CapacitySource::GvlCounters => "from the GVL counters",
+        CapacitySource::StandardMetrics => {
+            "from standard metrics: (wall − CPU) / wall, GVL wait counted as I/O, so it reads \
+             high under load"
+        }
+    };
+    let mut out = format!(
+        "# Measured over the last {}: I/O share {:.0}% ({how}).\n# Amdahl: {} threads per \
+         process (speedup {:.2}×); `kubectl concurrency recommend` shows the table and the \
+         capacity.\n",
+        format_duration(window),
+        p * 100.0,
+        rec.threads,
+        rec.speedups
+            .get(usize::try_from(rec.threads - 1).unwrap_or(0))
+            .copied()
+            .unwrap_or(1.0),
+    );
+    if rec.async_server_advised {
+        out.push_str("# Above 95% I/O an async server (Falcon) is advised.\n");
+    }
+    Some(out)
 }
 
 /// Settings of the report.
@@ -244,21 +346,39 @@ pub fn report(
         s.prometheus
     ));
     let shown = |v: Option<f64>, f: &dyn Fn(f64) -> String| v.map_or("no data".to_string(), f);
+    let p = m.io_share_chosen();
+    let times = m.times();
+    let standard = |s: Option<CapacitySource>| s == Some(CapacitySource::StandardMetrics);
     let mut t = Table::new(["", "", ""]).indented("  ");
     t.row([
         "I/O share p".to_string(),
-        shown(m.io_share, &|v| format!("{:.1}%", v * 100.0)),
-        "io / (running + io + gvlWait)".into(),
+        shown(p.map(|p| p.0), &|v| format!("{:.1}%", v * 100.0)),
+        if standard(p.map(|p| p.1)) {
+            "(wall − CPU) / wall, standard metrics: GVL wait counted as I/O".into()
+        } else {
+            "io / (running + io + gvlWait)".into()
+        },
     ]);
+    let (cpu_note, io_note) = if standard(times.source) {
+        (
+            "container CPU seconds per request, standard metrics",
+            "wall − CPU per request (I/O and GVL wait), standard metrics",
+        )
+    } else {
+        (
+            "running (GVL held) seconds per request",
+            "I/O wait seconds per request",
+        )
+    };
     t.row([
         "CPU per request".to_string(),
-        shown(m.cpu, &|v| secs.format(v)),
-        "running (GVL held) seconds per request".into(),
+        shown(times.cpu, &|v| secs.format(v)),
+        cpu_note.into(),
     ]);
     t.row([
         "I/O per request".to_string(),
-        shown(m.io, &|v| secs.format(v)),
-        "I/O wait seconds per request".into(),
+        shown(times.io, &|v| secs.format(v)),
+        io_note.into(),
     ]);
     t.row([
         "busiest pod".to_string(),
@@ -268,18 +388,22 @@ pub fn report(
     // The header row of a label/value list is empty: drop it.
     let listing = t.render();
     out.push_str(listing.split_once('\n').map_or("", |(_, rest)| rest));
+    if standard(p.map(|p| p.1)) || standard(times.source) {
+        out.push_str(
+            "  The GVL counters had no data: figures from standard metrics (cAdvisor's CPU, the \
+             request-duration sum/count; docs/capacity.md says what they over- and under-count).\n",
+        );
+    }
 
-    let rec = m
-        .io_share
-        .and_then(|p| recommend(p, s.min_gain, s.async_above));
+    let rec = p.and_then(|(p, _)| recommend(p, s.min_gain, s.async_above));
     out.push('\n');
-    match m.io_share {
-        Some(p) => out.push_str(&recommendation_table(p, s.min_gain, s.async_above)),
+    match p {
+        Some((p, _)) => out.push_str(&recommendation_table(p, s.min_gain, s.async_above)),
         None => out.push_str("Amdahl table: no I/O share measured.\n"),
     }
 
     out.push('\n');
-    match (m.cpu, m.io) {
+    match (times.cpu, times.io) {
         (Some(cpu), Some(io)) => out.push_str(&capacity_table(
             &target.config,
             target.cpu_limit,
@@ -291,9 +415,10 @@ pub fn report(
         _ => out.push_str("Capacity: needs CPU and I/O per request.\n"),
     }
 
+    let absent = m.missing();
     let missing: Vec<(Quantity, &String)> = queries
         .iter()
-        .filter(|(q, _)| m.get(*q).is_none())
+        .filter(|(q, _)| absent.contains(q))
         .map(|(q, promql)| (*q, promql))
         .collect();
     if !missing.is_empty() {

@@ -8,8 +8,8 @@ use kube::ResourceExt;
 
 use crate::analysis::Unit;
 use crate::api::{
-    AnalysisRecord, CheckResult, ConcurrencyExperiment, ConcurrencyExperimentStatus, Decision,
-    Phase, VariantStatus, Verdict,
+    AnalysisRecord, CapacityMeasurement, CheckResult, ConcurrencyExperiment,
+    ConcurrencyExperimentStatus, Decision, Phase, VariantStatus, Verdict,
 };
 use crate::plan::{AWAITING_APPROVAL, AWAITING_EXTERNAL_PROMOTION, INCONCLUSIVE_LIMIT};
 
@@ -141,6 +141,29 @@ pub fn analysis_block(exp: &ConcurrencyExperiment, a: &AnalysisRecord, now: Time
     for c in a.checks.iter().filter(|c| c.verdict != Verdict::Pass) {
         out.push_str(&check_reason(c));
     }
+    if let Some(m) = &a.capacity {
+        out.push_str(&capacity_lines(m));
+    }
+    out
+}
+
+/// The capacity measurement of an analysis: each variant's times per request, where they come
+/// from, its estimated capacity and headroom.
+pub fn capacity_lines(m: &CapacityMeasurement) -> String {
+    let secs = Unit::Seconds;
+    let opt = |v: Option<f64>, f: &dyn Fn(f64) -> String| v.map_or("-".to_string(), f);
+    let mut out = String::new();
+    for (name, v) in [("baseline", &m.baseline), ("candidate", &m.candidate)] {
+        let Some(v) = v else { continue };
+        out.push_str(&format!(
+            "  Capacity {name}: {} CPU + {} I/O per request ({}), {} per pod, headroom {}\n",
+            opt(v.cpu_per_request, &|x| secs.format(x)),
+            opt(v.io_per_request, &|x| secs.format(x)),
+            v.source.map_or("no source", |s| s.describe()),
+            opt(v.capacity_per_pod, &|x| format!("{x:.1} req/s")),
+            opt(v.headroom, &|x| format!("{:.0}%", x * 100.0)),
+        ));
+    }
     out
 }
 
@@ -225,7 +248,10 @@ pub fn experiment_detail(exp: &ConcurrencyExperiment, now: Timestamp) -> String 
     }
     match &st.recommendation {
         Some(r) => out.push_str(&format!("Recommendation: {}\n", r.message)),
-        None => out.push_str("Recommendation: none yet (needs the I/O counters)\n"),
+        None => out.push_str(
+            "Recommendation: none yet (needs the GVL counters, or the request-duration \
+             histogram and the container's CPU)\n",
+        ),
     }
     out
 }

@@ -24,8 +24,8 @@ use super::validate::Timing;
 use crate::analysis::{candidate_config, predict, PerRequest, Prediction, Unit};
 use crate::api::reason::{DecisionReason, HoldReason};
 use crate::api::{
-    AnalysisRecord, BuiltinMetric, CapacityGate, ConcurrencyExperimentSpec, InconclusiveAction,
-    RenderedServer, ServerConfig, ServerKind, Verdict,
+    AnalysisRecord, BuiltinMetric, CapacityGate, CapacitySource, ConcurrencyExperimentSpec,
+    InconclusiveAction, RenderedServer, ServerConfig, ServerKind, Verdict,
 };
 
 /// Decision, hold and Event reason when the candidate could not carry the next stage.
@@ -162,6 +162,7 @@ struct Predicted<'a> {
     rec: &'a AnalysisRecord,
     total_rate: f64,
     per_request: PerRequest,
+    source: Option<CapacitySource>,
     prediction: Prediction,
 }
 
@@ -242,6 +243,7 @@ pub(super) fn predict_step(
                 rec,
                 total_rate,
                 per_request,
+                source: c.source,
                 prediction,
             })
         })
@@ -267,6 +269,7 @@ pub(super) fn predict_step(
         predicted_rate_per_pod: None,
         capacity_per_pod: None,
         predicted_utilization: None,
+        source: None,
         max_utilization: max,
         verdict: Verdict::Inconclusive,
         message: String::new(),
@@ -290,13 +293,14 @@ pub(super) fn predict_step(
             let mut msg = format!(
                 "Stage {stage} would give the candidate {} per pod ({share}% of {} on {pods} \
                  {pods_word}{planned}); its estimated capacity is {} ({}, {} CPU + {} I/O per \
-                 request, bound {}): predicted utilization {} {cmp} {}",
+                 request{}, bound {}): predicted utilization {} {cmp} {}",
                 rate(pr.load_per_pod),
                 rate(p.total_rate),
                 rate(pr.capacity.per_pod),
                 config.summary(),
                 Unit::Seconds.format(p.per_request.cpu),
                 Unit::Seconds.format(p.per_request.io),
+                source_note(p.source),
                 pr.capacity.bound.as_str(),
                 percent(pr.utilization),
                 percent(max),
@@ -309,6 +313,7 @@ pub(super) fn predict_step(
             gate.predicted_rate_per_pod = Some(pr.load_per_pod);
             gate.capacity_per_pod = Some(pr.capacity.per_pod);
             gate.predicted_utilization = Some(pr.utilization);
+            gate.source = p.source;
             gate.analysis_at = Some(p.rec.at.clone());
             gate.verdict = if over { Verdict::Fail } else { Verdict::Pass };
             gate.message = msg;
@@ -367,14 +372,16 @@ fn unknown(
     let mut missing = Vec::new();
     if c.and_then(|c| c.cpu_per_request).is_none() {
         missing.push(format!(
-            "CPU time per request (metrics.runningSeconds {} / metrics.requestsTotal {})",
-            names.running_seconds, names.requests_total
+            "CPU time per request (neither metrics.runningSeconds {} nor metrics.cpuUsage {} \
+             over metrics.requestsTotal {})",
+            names.running_seconds, names.cpu_usage, names.requests_total
         ));
     }
     if c.and_then(|c| c.io_per_request).is_none() {
         missing.push(format!(
-            "I/O time per request (metrics.ioWaitSeconds {})",
-            names.io_wait_seconds
+            "I/O time per request (neither metrics.ioWaitSeconds {} nor \
+             metrics.requestDuration {}_sum / _count with the CPU)",
+            names.io_wait_seconds, names.request_duration
         ));
     }
     if m.and_then(|m| m.total_rate).is_none() {
@@ -392,7 +399,7 @@ fn unknown(
     }
     format!(
         "Prometheus had no {} for the candidate in {stage}; set \
-         spec.analysis.maxPredictedUtilization: off if the exporter has no such counters.",
+         spec.analysis.maxPredictedUtilization: off if the app has neither.",
         missing.join(", nor ")
     )
 }
@@ -430,6 +437,15 @@ fn queueing<'a>(
             })
         })
         .max_by(|a, b| (a.value / a.max).total_cmp(&(b.value / b.max)))
+}
+
+/// The times' source in the message: only the fallback is named (the GVL counters are the
+/// model's own inputs), so a reader knows its I/O counts GVL wait in.
+fn source_note(source: Option<CapacitySource>) -> &'static str {
+    match source {
+        Some(CapacitySource::StandardMetrics) => " from standard metrics",
+        _ => "",
+    }
 }
 
 /// Requests per second for people: `20.1 req/s`.

@@ -41,6 +41,9 @@ pub struct Metrics {
     db_pool_wait: Seconds,
     puma: [Family<Vec<(String, String)>, Gauge>; 4],
     resident: Gauge,
+    cpu: Seconds,
+    /// Scrapes of several workers' ports at once must not add the same delta twice.
+    cpu_update: std::sync::Mutex<()>,
 }
 
 /// yabeda-puma-plugin's gauges for one worker (label `worker`).
@@ -70,6 +73,7 @@ impl Metrics {
         let (gvl_wait, io_wait, running, db_pool_wait) = Default::default();
         let puma: [Family<Vec<(String, String)>, Gauge>; 4] = Default::default();
         let resident = Gauge::<i64>::default();
+        let cpu = Seconds::default();
         registry.register(
             "rails_request_duration_seconds",
             "Request processing time, from the request being read to the response",
@@ -118,6 +122,14 @@ impl Metrics {
             "Resident memory of the process (all workers), from /proc/self/status",
             Gauge::<i64>::clone(&resident),
         );
+        // What a real process exports too (client libraries' `process_cpu_seconds_total`), and
+        // what cAdvisor's container CPU would see of a one-process pod: lets the capacity
+        // model's standard-metrics fallback be measured against the GVL counters off-cluster.
+        registry.register(
+            "process_cpu_seconds",
+            "User and system CPU time of the process (all workers and threads), from getrusage",
+            Seconds::clone(&cpu),
+        );
         Metrics {
             registry,
             duration,
@@ -129,6 +141,8 @@ impl Metrics {
             db_pool_wait,
             puma,
             resident,
+            cpu,
+            cpu_update: std::sync::Mutex::new(()),
         }
     }
 
@@ -171,11 +185,32 @@ impl Metrics {
         if let Some(bytes) = resident_memory_bytes() {
             self.resident.set(i64::try_from(bytes).unwrap_or(i64::MAX));
         }
+        {
+            let _one_at_a_time = self.cpu_update.lock().unwrap_or_else(|e| e.into_inner());
+            if let Some(now) = process_cpu_seconds() {
+                // A counter only grows: add what was used since the last scrape.
+                let delta = now - self.cpu.get();
+                if delta > 0.0 {
+                    self.cpu.inc_by(delta);
+                }
+            }
+        }
         let mut out = String::new();
         // Writing into a String cannot fail.
         let _ = encode(&mut out, &self.registry);
         out
     }
+}
+
+/// User + system CPU seconds of this process so far (every thread), microsecond resolution.
+pub fn process_cpu_seconds() -> Option<f64> {
+    // SAFETY: getrusage only writes the struct it is given.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    if unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut usage) } != 0 {
+        return None;
+    }
+    let secs = |t: libc::timeval| t.tv_sec as f64 + t.tv_usec as f64 / 1e6;
+    Some(secs(usage.ru_utime) + secs(usage.ru_stime))
 }
 
 /// VmRSS of this process, from /proc (Linux only; `None` elsewhere).
@@ -223,6 +258,7 @@ mod tests {
             "puma_backlog{worker=\"1\"} 0",
             "puma_max_threads{worker=\"1\"} 5",
             "process_resident_memory_bytes ",
+            "process_cpu_seconds_total ",
         ] {
             assert!(text.contains(needle), "missing {needle:?} in\n{text}");
         }
@@ -236,5 +272,17 @@ mod tests {
         );
         assert_eq!(parse_vm_rss("Name: x\n"), None);
         assert!(resident_memory_bytes().unwrap_or(1) > 0);
+    }
+
+    #[test]
+    fn process_cpu_grows_with_work() {
+        let before = process_cpu_seconds().unwrap();
+        let start = std::time::Instant::now();
+        let mut x = 0u64;
+        while start.elapsed() < Duration::from_millis(30) {
+            x = std::hint::black_box(x.wrapping_add(1));
+        }
+        let after = process_cpu_seconds().unwrap();
+        assert!(after > before, "{before} → {after}");
     }
 }

@@ -1,5 +1,6 @@
 use crate::analysis::capacity::*;
 use crate::api::CapacityBound;
+use crate::api::CapacitySource;
 use crate::api::RenderedServer;
 use crate::api::ServerConfig;
 use crate::api::ServerKind;
@@ -183,27 +184,146 @@ fn a_config_without_its_counts_has_no_capacity() {
     assert_eq!(config_capacity(&negative, DEMO, None), None);
 }
 
+/// Times from the GVL counters.
+fn exact(cpu: Option<f64>, io: Option<f64>) -> ChosenTimes {
+    choose_times(GvlTimes { cpu, io }, None)
+}
+
 #[test]
 fn a_variant_shows_what_was_measured_and_nothing_else() {
     let c = puma(2, 4);
-    let v = variant_capacity(Some(0.002), Some(0.06), Some(20.0), Some(&c), None).unwrap();
+    let v = variant_capacity(exact(Some(0.002), Some(0.06)), Some(20.0), Some(&c), None).unwrap();
     assert!(close(v.capacity_per_pod.unwrap(), 8.0 / 0.062));
     assert!(close(v.headroom.unwrap(), 1.0 - 20.0 * 0.062 / 8.0));
     assert_eq!(v.bound, Some(CapacityBound::Threads));
+    assert_eq!(v.source, Some(CapacitySource::GvlCounters));
     // No rate: capacity without headroom.
-    let v = variant_capacity(Some(0.002), Some(0.06), None, Some(&c), None).unwrap();
+    let v = variant_capacity(exact(Some(0.002), Some(0.06)), None, Some(&c), None).unwrap();
     assert!(v.capacity_per_pod.is_some() && v.headroom.is_none() && v.per_pod_rate.is_none());
     // NaN (0/0 without requests) is no data, not 0.
-    let v = variant_capacity(Some(f64::NAN), Some(0.06), Some(3.0), Some(&c), None).unwrap();
+    let v = variant_capacity(exact(Some(f64::NAN), Some(0.06)), Some(3.0), Some(&c), None).unwrap();
     assert_eq!(
         (v.cpu_per_request, v.capacity_per_pod, v.per_pod_rate),
         (None, None, Some(3.0))
     );
-    assert_eq!(variant_capacity(None, None, None, Some(&c), None), None);
     assert_eq!(
-        variant_capacity(Some(f64::INFINITY), None, None, None, None),
+        variant_capacity(exact(None, None), None, Some(&c), None),
         None
     );
+    assert_eq!(
+        variant_capacity(exact(Some(f64::INFINITY), None), None, None, None),
+        None
+    );
+    // A source without any time is not written.
+    let only_source = ChosenTimes {
+        source: Some(CapacitySource::StandardMetrics),
+        ..ChosenTimes::default()
+    };
+    assert_eq!(variant_capacity(only_source, None, Some(&c), None), None);
+}
+
+#[test]
+fn the_gvl_counters_win_when_they_give_both_times() {
+    let standard = StandardTimes {
+        cpu: Some(0.004),
+        wall: Some(0.070),
+    };
+    let t = choose_times(
+        GvlTimes {
+            cpu: Some(0.002),
+            io: Some(0.060),
+        },
+        Some(standard),
+    );
+    assert_eq!(
+        t,
+        ChosenTimes {
+            cpu: Some(0.002),
+            io: Some(0.060),
+            source: Some(CapacitySource::GvlCounters)
+        }
+    );
+}
+
+#[test]
+fn without_the_gvl_counters_the_standard_metrics_give_cpu_and_wall_minus_cpu() {
+    let standard = StandardTimes {
+        cpu: Some(0.004),
+        wall: Some(0.070),
+    };
+    // No counters at all (no published gem writes them), or only one of the two, or NaN.
+    for exact in [
+        GvlTimes::default(),
+        GvlTimes {
+            cpu: Some(0.002),
+            io: None,
+        },
+        GvlTimes {
+            cpu: Some(f64::NAN),
+            io: Some(0.06),
+        },
+    ] {
+        let t = choose_times(exact, Some(standard));
+        assert_eq!(t.source, Some(CapacitySource::StandardMetrics), "{exact:?}");
+        assert!(close(t.cpu.unwrap(), 0.004));
+        assert!(close(t.io.unwrap(), 0.066));
+    }
+    // The container's CPU above the wall time (other threads, GC): no negative I/O.
+    let busy = StandardTimes {
+        cpu: Some(0.09),
+        wall: Some(0.07),
+    };
+    assert_eq!(busy.io(), Some(0.0));
+    assert_eq!(busy.io_share(), Some(0.0));
+    // CPU without a duration histogram: CPU only; the model then has no estimate.
+    let cpu_only = StandardTimes {
+        cpu: Some(0.004),
+        wall: None,
+    };
+    let t = choose_times(GvlTimes::default(), Some(cpu_only));
+    assert_eq!((t.cpu, t.io), (Some(0.004), None));
+    assert_eq!(t.source, Some(CapacitySource::StandardMetrics));
+    // Neither: what the counters had, said to be theirs; nothing at all is no source.
+    let partial = GvlTimes {
+        cpu: Some(0.002),
+        io: None,
+    };
+    let t = choose_times(partial, Some(StandardTimes::default()));
+    assert_eq!(
+        (t.cpu, t.io, t.source),
+        (Some(0.002), None, Some(CapacitySource::GvlCounters))
+    );
+    assert_eq!(
+        choose_times(GvlTimes::default(), Some(StandardTimes::default())),
+        ChosenTimes::default()
+    );
+}
+
+#[test]
+fn the_io_share_falls_back_to_wall_minus_cpu_over_wall() {
+    let standard = StandardTimes {
+        cpu: Some(0.024),
+        wall: Some(0.050),
+    };
+    assert_eq!(
+        choose_io_share(Some(0.52), Some(standard)),
+        Some((0.52, CapacitySource::GvlCounters))
+    );
+    let (p, from) = choose_io_share(None, Some(standard)).unwrap();
+    assert!(close(p, 0.52));
+    assert_eq!(from, CapacitySource::StandardMetrics);
+    // NaN from the counters (no requests) is no share.
+    let (p, _) = choose_io_share(Some(f64::NAN), Some(standard)).unwrap();
+    assert!(close(p, 0.52));
+    // No wall time, or zero: nothing to divide by.
+    for wall in [None, Some(0.0)] {
+        let s = StandardTimes {
+            cpu: Some(0.01),
+            wall,
+        };
+        assert_eq!(choose_io_share(None, Some(s)), None);
+    }
+    assert_eq!(choose_io_share(None, None), None);
 }
 
 #[test]

@@ -59,6 +59,10 @@ pub(super) enum Kind {
     IoPerRequest,
     BusiestPod,
     TotalRate,
+    /// Standard metrics: the container's CPU seconds over the requests.
+    ContainerCpu,
+    /// Standard metrics: the request-duration `_sum / _count`.
+    WallPerRequest,
     Other,
 }
 
@@ -86,6 +90,12 @@ fn kind(q: &str) -> Kind {
         Kind::BusiestPod
     } else if q.starts_with("sum(rate(rails_requests_total") {
         Kind::TotalRate
+    } else if q.starts_with("sum(rate(container_cpu_usage_seconds_total") {
+        Kind::ContainerCpu
+    } else if q.starts_with("sum(rate(rails_request_duration_seconds_sum")
+        && q.contains("rails_request_duration_seconds_count")
+    {
+        Kind::WallPerRequest
     } else {
         Kind::Other
     }

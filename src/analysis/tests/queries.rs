@@ -1,6 +1,7 @@
 use crate::analysis::queries::*;
 use crate::api::BuiltinMetric;
 use crate::api::MetricNames;
+use crate::api::MetricsSpec;
 
 const SEL: &str = r#"{namespace="{{namespace}}",pod=~"{{pods}}"}"#;
 
@@ -131,6 +132,43 @@ fn per_request_times_and_the_busiest_pod() {
         ..MetricNames::default()
     };
     assert!(cpu_per_request_template(&bad).is_err());
+}
+
+#[test]
+fn the_standard_metrics_templates() {
+    let names = MetricNames::default();
+    let r = |m: &str| format!("sum(rate({m}{SEL}[{{{{interval}}}}]))");
+    // cAdvisor's CPU of the app container only (a pod's sidecars and the pause container
+    // have their own series), over the same pods' requests.
+    assert_eq!(
+        container_cpu_per_request_template(&names).unwrap(),
+        format!(
+            r#"sum(rate(container_cpu_usage_seconds_total{{namespace="{{{{namespace}}}}",pod=~"{{{{pods}}}}",container="{{{{container}}}}"}}[{{{{interval}}}}])) / {}"#,
+            r("rails_requests_total")
+        )
+    );
+    assert_eq!(
+        wall_per_request_template(&names).unwrap(),
+        format!(
+            "{} / {}",
+            r("rails_request_duration_seconds_sum"),
+            r("rails_request_duration_seconds_count")
+        )
+    );
+    let spec = MetricsSpec {
+        cpu_usage: Some("process_cpu_seconds_total".into()),
+        ..MetricsSpec::default()
+    };
+    assert!(container_cpu_per_request_template(&spec.resolve())
+        .unwrap()
+        .starts_with("sum(rate(process_cpu_seconds_total{"));
+    let bad = MetricNames {
+        cpu_usage: "x{".into(),
+        ..MetricNames::default()
+    };
+    let e = container_cpu_per_request_template(&bad).unwrap_err();
+    assert!(e.to_string().contains("metrics.cpuUsage"), "{e}");
+    assert!(validate_names(&bad).is_err());
 }
 
 #[test]

@@ -65,6 +65,7 @@ fn starting(candidate: crate::api::ServerConfig, data: Option<Vec<bool>>) -> ini
             .map(|_| "http://prometheus.monitoring:9090".to_string()),
         preset: None,
         data,
+        sizing: None,
     }
 }
 
@@ -227,9 +228,18 @@ async fn init_reads_the_target_and_probes_each_check_query() {
         "{yaml}"
     );
     assert!(yaml.contains("# - {metric: queueTime"), "{yaml}");
-    // The operator's queries for the baseline's pods, memory for container web.
+    // The I/O share of `recommend`'s queries: 1% from the GVL counters, so one thread.
+    assert!(
+        yaml.contains(
+            "# Measured over the last 5m: I/O share 1% (from the GVL counters).\n# Amdahl: 1 \
+             threads per process"
+        ),
+        "{yaml}"
+    );
+    // The operator's queries for the baseline's pods, memory for container web: the five
+    // checks' and `recommend`'s six.
     let queries = queries.lock().unwrap().clone();
-    assert_eq!(queries.len(), 5, "{queries:#?}");
+    assert_eq!(queries.len(), 11, "{queries:#?}");
     assert!(
         queries
             .iter()

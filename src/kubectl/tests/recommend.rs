@@ -42,6 +42,7 @@ fn the_recommendation_report_has_the_amdahl_table_and_the_capacity_per_thread_co
         cpu: Some(0.076),
         io: Some(0.104),
         busiest_pod_rate: Some(12.0),
+        ..Default::default()
     };
     let (report, missing) = recommend::report(&t, &m, &queries, &settings());
     assert!(missing.is_empty());
@@ -93,9 +94,18 @@ fn missing_data_names_the_query_that_returned_nothing() {
         cpu: None,
         io: Some(0.104),
         busiest_pod_rate: None,
+        ..Default::default()
     };
     let (report, missing) = recommend::report(&t, &m, &queries, &settings());
-    assert_eq!(missing, ["CPU per request", "busiest pod rate"]);
+    // CPU per request has neither source; I/O per request came from the counters alone.
+    assert_eq!(
+        missing,
+        [
+            "CPU per request",
+            "busiest pod rate",
+            "container CPU per request"
+        ]
+    );
     assert!(report.contains("  CPU per request  no data"), "{report}");
     assert!(
         report.contains("\nCapacity: needs CPU and I/O per request.\n"),
@@ -106,9 +116,70 @@ fn missing_data_names_the_query_that_returned_nothing() {
             "\nNo data (the query returned nothing, or NaN for no requests):\n  \
              CPU per request: sum(rate(ruby_running_seconds_total{namespace=\"shop\",pod=~\"^storefront-[bcdfghjklmnpqrstvwxz2456789]{1,10}-[bcdfghjklmnpqrstvwxz2456789]{5}$\"}[5m])) \
              / sum(rate(rails_requests_total{namespace=\"shop\",pod=~\"^storefront-[bcdfghjklmnpqrstvwxz2456789]{1,10}-[bcdfghjklmnpqrstvwxz2456789]{5}$\"}[5m]))\n  \
-             busiest pod rate: max(sum by (pod) (rate(rails_requests_total{namespace=\"shop\",pod=~\"^storefront-[bcdfghjklmnpqrstvwxz2456789]{1,10}-[bcdfghjklmnpqrstvwxz2456789]{5}$\"}[5m])))\n"
+             busiest pod rate: max(sum by (pod) (rate(rails_requests_total{namespace=\"shop\",pod=~\"^storefront-[bcdfghjklmnpqrstvwxz2456789]{1,10}-[bcdfghjklmnpqrstvwxz2456789]{5}$\"}[5m])))\n  \
+             container CPU per request: sum(rate(container_cpu_usage_seconds_total{namespace=\"shop\",pod=~\"^storefront-[bcdfghjklmnpqrstvwxz2456789]{1,10}-[bcdfghjklmnpqrstvwxz2456789]{5}$\",container=\"web\"}[5m])) \
+             / sum(rate(rails_requests_total{namespace=\"shop\",pod=~\"^storefront-[bcdfghjklmnpqrstvwxz2456789]{1,10}-[bcdfghjklmnpqrstvwxz2456789]{5}$\"}[5m]))\n"
         ),
         "{report}"
+    );
+}
+
+#[test]
+fn without_the_gvl_counters_the_report_uses_standard_metrics_and_says_so() {
+    let t = target(None);
+    let queries =
+        recommend::queries(&t, &Default::default(), std::time::Duration::from_secs(300)).unwrap();
+    // 180 ms wall, 76 ms of it the container's CPU.
+    let m = recommend::Measurement {
+        container_cpu: Some(0.076),
+        wall: Some(0.180),
+        busiest_pod_rate: Some(12.0),
+        ..Default::default()
+    };
+    let (report, missing) = recommend::report(&t, &m, &queries, &settings());
+    // The counters' queries returned nothing, but the figures are there: nothing missing.
+    assert_eq!(missing, Vec::<&str>::new(), "{report}");
+    for line in [
+        "  I/O share p      57.8%       (wall − CPU) / wall, standard metrics: GVL wait counted as I/O\n",
+        "  CPU per request  76ms        container CPU seconds per request, standard metrics\n",
+        "  I/O per request  104ms       wall − CPU per request (I/O and GVL wait), standard metrics\n",
+        "  The GVL counters had no data: figures from standard metrics",
+        "Capacity per pod at 76ms CPU + 104ms I/O per request, 2 workers:\n",
+    ] {
+        assert!(report.contains(line), "{line:?} not in\n{report}");
+    }
+    assert!(report.contains(&crate::analysis::recommendation_table(
+        0.104 / 0.180,
+        0.05,
+        0.95
+    )));
+    // Neither source: every query of the missing figures is named.
+    let none = recommend::Measurement {
+        busiest_pod_rate: Some(12.0),
+        ..Default::default()
+    };
+    let (_, missing) = recommend::report(&t, &none, &queries, &settings());
+    assert_eq!(
+        missing,
+        [
+            "I/O share",
+            "CPU per request",
+            "I/O per request",
+            "container CPU per request",
+            "wall time per request"
+        ]
+    );
+    // The sizing note `init` writes.
+    let note = recommend::sizing_note(&m, std::time::Duration::from_secs(300)).unwrap();
+    assert_eq!(
+        note,
+        "# Measured over the last 5m: I/O share 58% (from standard metrics: (wall − CPU) / wall, \
+         GVL wait counted as I/O, so it reads high under load).\n# Amdahl: 5 threads per process \
+         (speedup 1.86×); `kubectl concurrency recommend` shows the table and the capacity.\n"
+    );
+    assert_eq!(
+        recommend::sizing_note(&none, std::time::Duration::from_secs(300)),
+        None
     );
 }
 
@@ -165,7 +236,8 @@ async fn recommend_reads_the_deployment_and_asks_prometheus() {
         "{report}"
     );
     let queries = queries.lock().unwrap().clone();
-    assert_eq!(queries.len(), 4, "{queries:#?}");
+    // The GVL counters' four and the standard metrics' two.
+    assert_eq!(queries.len(), 6, "{queries:#?}");
     assert!(
         queries
             .iter()

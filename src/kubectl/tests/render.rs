@@ -64,7 +64,7 @@ fn holds_and_pauses_name_the_command_that_continues() {
     );
     assert!(text.contains("\nLatest analysis: none yet\n"), "{text}");
     assert!(
-        text.contains("\nRecommendation: none yet (needs the I/O counters)\n"),
+        text.contains("\nRecommendation: none yet (needs the GVL counters, or the request-duration histogram and the container's CPU)\n"),
         "{text}"
     );
     let new = exp(edited(|v| {
@@ -131,5 +131,32 @@ fn tables_pad_by_characters_and_trim_the_end() {
     pretty_assertions::assert_eq!(
         t.render(),
         "  A         B       C\n  puma 2×6  ✓\n  x         longer  z\n"
+    );
+}
+
+#[test]
+fn the_capacity_lines_say_where_each_variants_times_come_from() {
+    use crate::api::{CapacityMeasurement, CapacitySource, VariantCapacity};
+    let m = CapacityMeasurement {
+        baseline: Some(VariantCapacity {
+            cpu_per_request: Some(0.002),
+            io_per_request: Some(0.060),
+            source: Some(CapacitySource::GvlCounters),
+            capacity_per_pod: Some(129.03),
+            headroom: Some(0.77),
+            ..Default::default()
+        }),
+        candidate: Some(VariantCapacity {
+            cpu_per_request: Some(0.003),
+            source: Some(CapacitySource::StandardMetrics),
+            ..Default::default()
+        }),
+        total_rate: Some(90.0),
+    };
+    assert_eq!(
+        crate::kubectl::render::capacity_lines(&m),
+        "  Capacity baseline: 2ms CPU + 60ms I/O per request (GVL counters), 129.0 req/s per \
+         pod, headroom 77%\n  Capacity candidate: 3ms CPU + - I/O per request (standard \
+         metrics), - per pod, headroom -\n"
     );
 }

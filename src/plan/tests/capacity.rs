@@ -112,8 +112,39 @@ fn issue_15_a_one_by_one_candidate_rolls_back_before_the_last_stage() {
     assert!((g.capacity_per_pod.unwrap() - 1.0 / 0.062).abs() < 1e-9);
     assert!((g.predicted_utilization.unwrap() - 1.24).abs() < 1e-9);
     assert_eq!(g.max_utilization, 0.85);
+    // The fixture's measurement names no source (status written before sources existed).
+    assert_eq!(g.source, None);
     assert!(run.events().contains(&"StageAdvanced".to_string()));
     assert_eq!(message(&run, INSUFFICIENT_CAPACITY), decision.message);
+}
+
+#[test]
+fn from_standard_metrics_the_gate_decides_alike_and_names_the_source() {
+    // The same app without the GVL counters: the container's CPU and wall − CPU.
+    let mut run = Run::new(issue_spec(ONE_BY_ONE, ""), 1);
+    let mut m = measured(20.0);
+    for v in [m.baseline.as_mut(), m.candidate.as_mut()]
+        .into_iter()
+        .flatten()
+    {
+        v.source = Some(crate::api::CapacitySource::StandardMetrics);
+    }
+    run.measurement = Some(m);
+    run.tick(None);
+    walk(&mut run, 100);
+    assert_eq!(run.status.phase, Phase::RolledBack);
+    let decision = run.status.decision.clone().unwrap();
+    assert_eq!(
+        decision.message,
+        "Rolling back before stage 3/3: Stage 3/3 would give the candidate 20.0 req/s per pod \
+         (100% of 20.0 req/s on 1 pod); its estimated capacity is 16.1 req/s (puma 1×1, 2ms \
+         CPU + 60ms I/O per request from standard metrics, bound threads): predicted \
+         utilization 124% > 85%."
+    );
+    assert_eq!(
+        gate(&run).source,
+        Some(crate::api::CapacitySource::StandardMetrics)
+    );
 }
 
 #[test]
@@ -291,11 +322,13 @@ fn without_measurements_the_step_waits_and_counts_as_inconclusive() {
     assert!(
         msg.contains(
             "The capacity gate holds the step: Stage 2/3 cannot be predicted: Prometheus had no \
-             CPU time per request (metrics.runningSeconds ruby_running_seconds_total / \
-             metrics.requestsTotal rails_requests_total), nor I/O time per request \
-             (metrics.ioWaitSeconds ruby_io_wait_seconds_total), nor the total request rate \
-             (metrics.requestsTotal rails_requests_total) for the candidate in stage 1/3; set \
-             spec.analysis.maxPredictedUtilization: off if the exporter has no such counters."
+             CPU time per request (neither metrics.runningSeconds ruby_running_seconds_total nor \
+             metrics.cpuUsage container_cpu_usage_seconds_total over metrics.requestsTotal \
+             rails_requests_total), nor I/O time per request (neither metrics.ioWaitSeconds \
+             ruby_io_wait_seconds_total nor metrics.requestDuration \
+             rails_request_duration_seconds_sum / _count with the CPU), nor the total request \
+             rate (metrics.requestsTotal rails_requests_total) for the candidate in stage 1/3; \
+             set spec.analysis.maxPredictedUtilization: off if the app has neither."
         ),
         "{msg}"
     );

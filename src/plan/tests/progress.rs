@@ -267,6 +267,7 @@ fn analyses_are_recorded_once_and_truncated() {
             record: rec.clone(),
             recommendation: Some(Recommendation {
                 io_ratio: 0.52,
+                source: None,
                 threads: 4,
                 async_server_advised: false,
                 speedups: vec![1.0, 1.35],
