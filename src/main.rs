@@ -105,6 +105,7 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
         namespaces: namespaces.clone(),
         settings: Settings {
             prometheus_timeout: args.prometheus_timeout,
+            preflight: args.preflight,
             ..Settings::default()
         },
         metrics,

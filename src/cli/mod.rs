@@ -76,6 +76,15 @@ pub struct RunArgs {
         value_parser = duration
     )]
     pub prometheus_timeout: Duration,
+    /// Look up every check's series in Prometheus before a new experiment creates anything
+    /// (a series that never existed makes it Invalid). `false` starts experiments without it.
+    #[arg(
+        long,
+        env = "CONCURRENCY_OPERATOR_PREFLIGHT",
+        default_value_t = true,
+        action = clap::ArgAction::Set
+    )]
+    pub preflight: bool,
     #[command(flatten)]
     pub notify: NotifyArgs,
 }

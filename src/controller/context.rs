@@ -33,6 +33,9 @@ pub struct Settings {
     pub error_backoff: Duration,
     /// Longest wait between two failed reconciles.
     pub max_error_backoff: Duration,
+    /// Look up every check's series before a Pending experiment creates anything
+    /// (`--preflight`; docs/experiment-reference.md, "Pre-flight").
+    pub preflight: bool,
 }
 
 impl Default for Settings {
@@ -42,6 +45,7 @@ impl Default for Settings {
             prometheus_timeout: Duration::from_secs(10),
             error_backoff: Duration::from_secs(5),
             max_error_backoff: Duration::from_secs(300),
+            preflight: true,
         }
     }
 }
