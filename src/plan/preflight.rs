@@ -87,6 +87,8 @@ pub(super) fn cleared(cx: &mut Ctx, t: &Timing) -> bool {
                     format_duration(t.progress_deadline)
                 );
                 cx.start_rollback(DecisionReason::ProgressDeadlineExceeded, msg);
+                // Nothing to restore: finished in this step, as an abort while Pending is.
+                super::finish::roll_back(cx);
                 return false;
             }
             let what = if unavailable {

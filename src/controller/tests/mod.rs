@@ -20,6 +20,7 @@ mod metrics;
 mod notify;
 mod observe;
 mod owner;
+mod preflight;
 mod promote;
 mod reconcile;
 mod run;
