@@ -18,7 +18,8 @@
 //!   Prometheus has scraped the target's pods for `SETTLE` (their `up` series, offset by it);
 //! - series that appear with the first request (labelled request counters and histograms —
 //!   yabeda creates a label set when it first occurs), and custom queries' series: also only
-//!   once the pods served a request (a request counter or duration count of any preset).
+//!   once the pods served a request (a request counter or duration count of any preset above
+//!   0 — an unlabelled histogram is there from the first scrape with a count of 0).
 //!
 //! Otherwise the lookup cannot tell yet and the experiment waits. Only the series a check
 //! cannot do without are looked up: `errorRate` needs the request counter, not its 5xx series
@@ -46,6 +47,23 @@ pub const LOOKBACK: Duration = Duration::from_secs(3600);
 /// a few scrape intervals, time for cAdvisor to list a new container and for
 /// prometheus_exporter's Puma collector to send its first stats (every 30 s).
 pub const SETTLE: Duration = Duration::from_secs(120);
+
+/// The lookup's windows: `LOOKBACK` and `SETTLE` (shorter only where a test's Prometheus
+/// scrapes every second).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct Windows {
+    pub lookback: Duration,
+    pub settle: Duration,
+}
+
+impl Default for Windows {
+    fn default() -> Self {
+        Windows {
+            lookback: LOOKBACK,
+            settle: SETTLE,
+        }
+    }
+}
 
 /// The kubelet's cAdvisor CPU counter: the capacity model's CPU per request without the GVL
 /// counters.
@@ -95,6 +113,7 @@ pub struct CheckNeeds {
 #[derive(Clone, Debug, PartialEq)]
 pub struct Plan {
     pub deployment: String,
+    pub windows: Windows,
     pub checks: Vec<CheckNeeds>,
     /// `up` of the target's pods before `SETTLE`: Prometheus has scraped them long enough.
     pub scraped: String,
@@ -128,13 +147,14 @@ pub struct Target {
     pub namespace: String,
     pub deployment: String,
     pub container: String,
+    pub windows: Windows,
 }
 
 /// `count(last_over_time(SELECTOR[1h]))`.
-fn lookup(selector: &str) -> String {
+fn lookup(selector: &str, w: &Windows) -> String {
     format!(
         "count(last_over_time({selector}[{}]))",
-        format_duration(LOOKBACK)
+        format_duration(w.lookback)
     )
 }
 
@@ -157,7 +177,7 @@ fn series(name: &str, t: &Target, appears: Appears, writer: &str) -> Series {
     let cadvisor = writer == CADVISOR;
     Series {
         metric: name.to_string(),
-        query: lookup(&selector(name, t, cadvisor)),
+        query: lookup(&selector(name, t, cadvisor), &t.windows),
         appears,
         writer: writer.to_string(),
     }
@@ -389,7 +409,7 @@ pub fn plan(analysis: &Analysis, target: &Target) -> Result<Plan, AnalysisSpecEr
                     .map(|s| Need {
                         any_of: vec![Series {
                             metric: s.clone(),
-                            query: lookup(&s),
+                            query: lookup(&s, &t.windows),
                             appears: Appears::WithRequests,
                             writer: "the exporter your query reads".into(),
                         }],
@@ -425,8 +445,14 @@ pub fn plan(analysis: &Analysis, target: &Target) -> Result<Plan, AnalysisSpecEr
         });
     }
     let mut requests = Vec::new();
+    // Served, not only registered: an unlabelled histogram (gvl-sim's) is written from the
+    // first scrape with a count of 0.
     let mut witness = |name: String, preset: Option<MetricPreset>, field: &str| {
-        let q = lookup(&selector(&name, t, false));
+        let q = format!(
+            "count(max_over_time({}[{}]) > 0)",
+            selector(&name, t, false),
+            format_duration(t.windows.lookback)
+        );
         if !requests.iter().any(|(seen, _, _)| *seen == q) {
             requests.push((q, preset, format!("{field} {name}")));
         }
@@ -449,11 +475,12 @@ pub fn plan(analysis: &Analysis, target: &Target) -> Result<Plan, AnalysisSpecEr
     let scraped = format!(
         "count(last_over_time({}[{}] offset {}))",
         selector("up", t, false),
-        format_duration(LOOKBACK.saturating_sub(SETTLE)),
-        format_duration(SETTLE)
+        format_duration(t.windows.lookback.saturating_sub(t.windows.settle)),
+        format_duration(t.windows.settle)
     );
     Ok(Plan {
         deployment: t.deployment.clone(),
+        windows: t.windows,
         checks,
         scraped,
         requests,
@@ -499,7 +526,7 @@ fn undecidable(plan: &Plan, found: &Found, appears: Appears) -> Option<String> {
             "Prometheus has not scraped the pods of Deployment {} for {} yet (no `up` series \
              with their namespace and pod labels before that)",
             plan.deployment,
-            format_duration(SETTLE)
+            format_duration(plan.windows.settle)
         ));
     }
     let served = plan.requests.iter().any(|(q, _, _)| has(q));
@@ -513,7 +540,7 @@ fn undecidable(plan: &Plan, found: &Found, appears: Appears) -> Option<String> {
             "the pods of Deployment {} served no request in the last {} as far as Prometheus \
              knows (none of {}), and this series appears with the first request",
             plan.deployment,
-            format_duration(LOOKBACK),
+            format_duration(plan.windows.lookback),
             names.join(", ")
         ));
     }
@@ -571,7 +598,7 @@ pub fn judge(plan: &Plan, found: &Found, preset: Option<MetricPreset>) -> Vec<(S
                             "{what} has no series for the pods of Deployment {} in the last {}; \
                              {instead}",
                             plan.deployment,
-                            format_duration(LOOKBACK)
+                            format_duration(plan.windows.lookback)
                         ));
                     }
                 }

@@ -25,6 +25,7 @@ pub async fn run(
         namespace: exp.namespace()?,
         deployment: target.name_any(),
         container: container.name.clone(),
+        windows: Default::default(),
     };
     let url = &exp.spec.analysis.prometheus.url;
     let client = ctx

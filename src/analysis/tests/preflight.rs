@@ -36,6 +36,7 @@ impl MetricSource for Series {
         }
         let inner = promql
             .strip_prefix("count(last_over_time(")
+            .or_else(|| promql.strip_prefix("count(max_over_time("))
             .unwrap_or_else(|| panic!("not a lookup: {promql}"));
         let name = &inner[..inner.find('{').unwrap()];
         Ok(self.names.contains(name).then_some(1.0))
@@ -57,6 +58,7 @@ fn target() -> Target {
         namespace: "shop".into(),
         deployment: "storefront".into(),
         container: "web".into(),
+        windows: Default::default(),
     }
 }
 

@@ -75,7 +75,10 @@ async fn prometheus_with(names: &'static [&'static str]) -> (String, Arc<AtomicU
                     .and_then(|target| target.split_once("query="))
                     .map(|(_, q)| percent_decode(q.split('&').next().unwrap_or_default()))
                     .unwrap_or_default();
-                let value = match query.strip_prefix("count(last_over_time(") {
+                let lookup = query
+                    .strip_prefix("count(last_over_time(")
+                    .or_else(|| query.strip_prefix("count(max_over_time("));
+                let value = match lookup {
                     Some(rest) => {
                         counted.fetch_add(1, Ordering::SeqCst);
                         let name = &rest[..rest.find('{').unwrap_or(0)];
