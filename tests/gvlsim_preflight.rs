@@ -1,6 +1,6 @@
 //! The pre-flight series lookup against a real Prometheus scraping a real `gvl-sim`: before
-//! any request its boot-time series are there but nothing is refused (the request counter
-//! comes with the first request); once it serves, every check's series are found; a misspelt
+//! any request its boot-time series are there and nothing is refused (the request counter
+//! comes with the first request: not checked); once it serves, every check's series are found; a misspelt
 //! metric name is refused, naming it.
 //!
 //! Needs the `gvl-sim` binary: `cargo build -p gvl-sim` (found next to this test's target
@@ -77,7 +77,7 @@ async fn the_lookup_finds_gvl_sims_series_and_refuses_a_misspelt_one() {
     let url = prom.url.clone();
 
     // No request yet: the histogram and the GVL counters exist from boot, the request counter
-    // does not — waiting, not refused.
+    // does not — noted as not checked, not refused.
     let idle = preflight(
         &client,
         &spec(&url, "", "").analysis,
@@ -85,7 +85,7 @@ async fn the_lookup_finds_gvl_sims_series_and_refuses_a_misspelt_one() {
         Timestamp::now(),
     )
     .await;
-    let Preflight::Waiting(why) = idle else {
+    let Preflight::Unchecked(why) = idle else {
         panic!("an idle gvl-sim must not be refused: {idle:?}");
     };
     assert!(why.contains("served no request"), "{why}");

@@ -21,7 +21,8 @@
 //!   once the pods served a request (a request counter or duration count of any preset above
 //!   0 — an unlabelled histogram is there from the first scrape with a count of 0).
 //!
-//! Otherwise the lookup cannot tell yet and the experiment waits. Only the series a check
+//! Otherwise the lookup cannot tell, and the experiment starts with what it could not check
+//! noted (traffic may only come with the experiment). Only the series a check
 //! cannot do without are looked up: `errorRate` needs the request counter, not its 5xx series
 //! (which a healthy app never has), and selectors under `or` or `absent()` in a custom query
 //! are the query's own way of handling absence.
@@ -622,15 +623,16 @@ pub enum Preflight {
     Passed,
     /// Some check's series never existed: the experiment cannot run (`Invalid`).
     Missing(String),
-    /// The lookups cannot tell yet (pods not scraped long enough, no request served): look
-    /// again.
-    Waiting(String),
+    /// No series is known missing, but some cannot be told yet (the pods scraped for less than
+    /// `SETTLE`, or no request served): the experiment starts, noting what was not checked —
+    /// waiting for traffic that may only come with the experiment would refuse it wrongly.
+    Unchecked(String),
     /// Prometheus failed: look again.
     Unavailable(String),
 }
 
-/// The experiment's answer from the checks' findings: any missing series refuses it, else any
-/// undecided one waits.
+/// The experiment's answer from the checks' findings: any missing series refuses it, else the
+/// undecided ones are noted.
 pub fn outcome(findings: &[(String, Finding)]) -> Preflight {
     let of = |want: fn(&Finding) -> Option<&String>| {
         findings
@@ -650,7 +652,7 @@ pub fn outcome(findings: &[(String, Finding)]) -> Preflight {
         _ => None,
     });
     if !unknown.is_empty() {
-        return Preflight::Waiting(unknown.join(". "));
+        return Preflight::Unchecked(unknown.join(". "));
     }
     Preflight::Passed
 }

@@ -79,9 +79,9 @@
 //!
 //! Pre-flight (see `preflight`): while Pending, before anything is created, the shell looks up
 //! every check's series for the target's pods (`preflight_due`, `Observations::preflight`); a
-//! series that never existed makes the experiment `Invalid` (`SeriesMissing`), a lookup that
-//! cannot decide yet is repeated within `spec.progressDeadline`, and a pass is kept in
-//! `status.preflight` so it is never repeated.
+//! series that never existed makes the experiment `Invalid` (`SeriesMissing`), series it cannot
+//! judge yet are noted (`SeriesNotChecked`), Prometheus failing is looked at again within
+//! `spec.progressDeadline`, and a pass is kept in `status.preflight` so it is never repeated.
 //!
 //! Selection (`select`, `elimination`, `ranking`; docs/selection.md): with `spec.candidates`
 //! Pending goes to `Selecting`, where every candidate and a fresh baseline run on equal shares
@@ -120,7 +120,9 @@ pub use elimination::{CANDIDATE_ELIMINATED, LOW_SIGNAL_UTILIZATION};
 pub use machine::{carries_the_whole_load, step, AUTOSCALE_PERIOD};
 pub use observations::*;
 pub use pause::PAUSED_BY_USER;
-pub use preflight::{preflight_due, AWAITING_SERIES, PREFLIGHT_RETRY, SERIES_MISSING};
+pub use preflight::{
+    preflight_due, AWAITING_SERIES, PREFLIGHT_RETRY, SERIES_MISSING, SERIES_NOT_CHECKED,
+};
 pub use progress::{AWAITING_APPROVAL, AWAITING_EXTERNAL_PROMOTION, PROGRESS_DEADLINE_EXCEEDED};
 pub use select::CANDIDATE_CHOSEN;
 pub use split::fresh_baseline;

@@ -1,10 +1,11 @@
 //! The pre-flight series lookup's decision (the lookup itself is `analysis::preflight`, run by
 //! the shell while `preflight_due`): before anything is created, a check whose series never
-//! existed makes the experiment `Invalid`; a lookup that cannot decide yet (Prometheus
-//! unreachable, the pods not scraped long enough, no request served yet) is repeated until
-//! `spec.progressDeadline` from the first look, then the experiment rolls back as at any missed
-//! progress deadline — nothing was created, so there is nothing to restore. A pass is recorded
-//! in `status.preflight` and never looked at again.
+//! existed makes the experiment `Invalid`; series the lookup cannot judge yet (the pods scraped
+//! for less than `SETTLE`, no request served) are noted and the experiment starts; Prometheus
+//! unreachable or failing is looked at again until `spec.progressDeadline` from the first
+//! look, then the experiment rolls back as at any missed progress deadline — nothing was
+//! created, so there is nothing to restore. A pass is recorded in `status.preflight` and never
+//! looked at again.
 
 use std::time::Duration;
 
@@ -22,8 +23,10 @@ pub const PREFLIGHT_RETRY: Duration = Duration::from_secs(30);
 
 /// Condition and Event reason of an experiment refused for a missing series.
 pub const SERIES_MISSING: &str = "SeriesMissing";
-/// Condition reason while the lookup waits.
+/// Condition reason while the lookup waits for Prometheus.
 pub const AWAITING_SERIES: &str = "AwaitingSeries";
+/// Normal Event when the experiment starts with series the lookup could not judge.
+pub const SERIES_NOT_CHECKED: &str = "SeriesNotChecked";
 
 /// The shell looks up the series now: Pending, and no lookup has passed yet.
 pub fn preflight_due(status: &ConcurrencyExperimentStatus) -> bool {
@@ -64,6 +67,15 @@ pub(super) fn cleared(cx: &mut Ctx, t: &Timing) -> bool {
             cx.status.preflight = Some(record(None, true));
             true
         }
+        Preflight::Unchecked(why) => {
+            let msg = format!(
+                "Not every check's series could be looked up before the start ({why}); the \
+                 analyses will tell."
+            );
+            cx.status.preflight = Some(record(Some(msg.clone()), true));
+            cx.event(EventType::Normal, SERIES_NOT_CHECKED, msg);
+            true
+        }
         Preflight::Missing(what) => {
             let msg = format!(
                 "The experiment cannot run: the pre-flight series lookup found no data for it, \
@@ -76,14 +88,13 @@ pub(super) fn cleared(cx: &mut Ctx, t: &Timing) -> bool {
             cx.event(EventType::Warning, SERIES_MISSING, msg);
             false
         }
-        Preflight::Waiting(why) | Preflight::Unavailable(why) => {
-            let unavailable = matches!(cx.obs.preflight, Some(Preflight::Unavailable(_)));
+        Preflight::Unavailable(why) => {
             cx.status.preflight = Some(record(Some(why.clone()), false));
             let deadline = add(since.0, t.progress_deadline);
             if deadline.is_none_or(|d| now >= d) {
                 let msg = format!(
-                    "The pre-flight series lookup could not decide within progressDeadline {} \
-                     ({why}); nothing was created.",
+                    "Prometheus did not answer the pre-flight series lookup within \
+                     progressDeadline {} ({why}); nothing was created.",
                     format_duration(t.progress_deadline)
                 );
                 cx.start_rollback(DecisionReason::ProgressDeadlineExceeded, msg);
@@ -91,14 +102,9 @@ pub(super) fn cleared(cx: &mut Ctx, t: &Timing) -> bool {
                 super::finish::roll_back(cx);
                 return false;
             }
-            let what = if unavailable {
-                "Prometheus did not answer the pre-flight series lookup"
-            } else {
-                "The pre-flight series lookup cannot decide yet"
-            };
             cx.status.message = Some(format!(
-                "{what} ({why}); nothing is created until it does. Looking again every {}, for \
-                 at most progressDeadline {}.",
+                "Prometheus did not answer the pre-flight series lookup ({why}); nothing is \
+                 created until it does. Looking again every {}, for at most progressDeadline {}.",
                 format_duration(PREFLIGHT_RETRY),
                 format_duration(t.progress_deadline)
             ));

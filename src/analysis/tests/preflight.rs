@@ -208,8 +208,8 @@ async fn nothing_is_refused_before_the_pods_were_scraped_for_a_while() {
         "{}",
     );
     // Scraped for less than SETTLE: `up` is not there before it; nothing else either.
-    let Preflight::Waiting(m) = run(&a, &Series::of(&[])).await else {
-        panic!("must wait");
+    let Preflight::Unchecked(m) = run(&a, &Series::of(&[])).await else {
+        panic!("nothing decidable yet");
     };
     assert!(
         m.contains("has not scraped the pods of Deployment storefront for 2m"),
@@ -218,15 +218,15 @@ async fn nothing_is_refused_before_the_pods_were_scraped_for_a_while() {
 }
 
 #[tokio::test]
-async fn series_that_come_with_requests_wait_for_a_request_those_at_scrape_do_not() {
+async fn series_that_come_with_requests_are_not_judged_before_one_those_at_scrape_are() {
     // Scraped for a while (yabeda creates its label sets with the first request), no request.
     let idle = ["up", "container_cpu_usage_seconds_total"];
     let a = with(
         r#"[{metric: latency, max: 1s}, {metric: errorRate, max: "1%"}]"#,
         "{metrics: {preset: yabeda}}",
     );
-    let Preflight::Waiting(m) = run(&a, &Series::of(&idle)).await else {
-        panic!("must wait for a request");
+    let Preflight::Unchecked(m) = run(&a, &Series::of(&idle)).await else {
+        panic!("nothing decidable before a request");
     };
     assert!(m.contains("served no request in the last 1h"), "{m}");
     assert!(
@@ -338,14 +338,14 @@ async fn prometheus_down_is_unavailable_never_missing() {
 }
 
 #[test]
-fn one_missing_check_refuses_and_undecided_ones_wait() {
+fn one_missing_check_refuses_and_undecided_ones_are_noted() {
     let f = |s: &str| (s.to_string(), Finding::Missing(format!("check {s}: gone")));
     let u = |s: &str| (s.to_string(), Finding::Unknown(format!("check {s}: later")));
     let ok = |s: &str| (s.to_string(), Finding::Found);
     assert_eq!(outcome(&[ok("a"), ok("b")]), Preflight::Passed);
     assert_eq!(
         outcome(&[ok("a"), u("b")]),
-        Preflight::Waiting("check b: later".into())
+        Preflight::Unchecked("check b: later".into())
     );
     assert_eq!(
         outcome(&[u("a"), f("b"), f("c")]),

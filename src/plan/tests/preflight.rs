@@ -47,7 +47,7 @@ fn a_series_that_never_existed_is_invalid_before_anything_is_created() {
 }
 
 #[test]
-fn an_undecided_lookup_waits_then_ends_at_the_progress_deadline_with_nothing_created() {
+fn prometheus_down_waits_then_ends_at_the_progress_deadline_with_nothing_created() {
     let mut run = Run::new(spec(), 6);
     let down = || Preflight::Unavailable("Prometheus is unreachable: connection refused".into());
     let out = run.tick_with(None, |o| o.preflight = Some(down())).clone();
@@ -61,34 +61,25 @@ fn an_undecided_lookup_waits_then_ends_at_the_progress_deadline_with_nothing_cre
         ) && msg.contains("nothing is created until it does"),
         "{msg}"
     );
+    assert_eq!(
+        condition(&out.status, conditions::PROGRESSING),
+        ("True".into(), AWAITING_SERIES.into())
+    );
     let since = out.status.preflight.clone().unwrap().since;
     // Looking again changes nothing in status: no write.
     run.now += 30;
     let again = run.tick_with(None, |o| o.preflight = Some(down())).clone();
     assert_eq!(again.status, out.status);
-    // The pods not scraped yet is no refusal either, and the first look still counts.
-    run.now += 30;
-    let wait = Preflight::Waiting("Prometheus has not scraped the pods yet".into());
-    let out = run
-        .tick_with(None, |o| o.preflight = Some(wait.clone()))
-        .clone();
-    assert_eq!(out.status.phase, Phase::Pending);
-    assert_eq!(out.status.preflight.clone().unwrap().since, since);
-    assert_eq!(
-        condition(&out.status, conditions::PROGRESSING),
-        ("True".into(), AWAITING_SERIES.into())
-    );
+    assert_eq!(again.status.preflight.unwrap().since, since);
     // progressDeadline (10m) after the first look: the usual outcome of a missed deadline.
     run.now = 600;
-    let out = run
-        .tick_with(None, |o| o.preflight = Some(wait.clone()))
-        .clone();
+    let out = run.tick_with(None, |o| o.preflight = Some(down())).clone();
     assert_eq!(out.status.phase, Phase::RolledBack);
     let d = out.status.decision.clone().unwrap();
     assert_eq!(d.reason, "ProgressDeadlineExceeded");
     assert!(
         d.message
-            .contains("could not decide within progressDeadline 10m"),
+            .contains("did not answer the pre-flight series lookup within progressDeadline 10m"),
         "{d:?}"
     );
     assert!(nothing_created(&out.actions));
@@ -97,6 +88,28 @@ fn an_undecided_lookup_waits_then_ends_at_the_progress_deadline_with_nothing_cre
         ["ProgressDeadlineExceeded", "RolledBack"]
     );
     assert_eq!(run.count(|a| !matches!(a, Action::Event { .. })), 0);
+}
+
+#[test]
+fn what_cannot_be_told_yet_is_noted_and_the_experiment_starts() {
+    // A target nobody sent a request yet: traffic may only come with the experiment.
+    let mut run = Run::new(spec(), 6);
+    let why = "check minRequests: rails_requests_total: the pods of Deployment storefront \
+               served no request in the last 1h";
+    let out = run
+        .tick_with(None, |o| {
+            o.preflight = Some(Preflight::Unchecked(why.into()))
+        })
+        .clone();
+    assert_eq!(out.status.phase, Phase::Progressing);
+    assert!(out
+        .actions
+        .iter()
+        .any(|a| matches!(a, Action::EnsureCandidate { .. })));
+    assert!(events(&out.actions).contains(&SERIES_NOT_CHECKED.to_string()));
+    let p = out.status.preflight.clone().unwrap();
+    assert!(p.passed_at.is_some());
+    assert!(p.message.unwrap().contains(why));
 }
 
 #[test]
