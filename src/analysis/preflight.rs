@@ -512,7 +512,8 @@ pub async fn look_up(
 pub enum Finding {
     /// Every series it needs exists for the target's pods.
     Found,
-    /// A series it needs never existed: the sentence says which, who writes it, what instead.
+    /// A series it needs never existed: the sentence says which, who writes it, what instead
+    /// (the check is named beside it).
     Missing(String),
     /// Cannot tell yet: the sentence says why.
     Unknown(String),
@@ -605,9 +606,9 @@ pub fn judge(plan: &Plan, found: &Found, preset: Option<MetricPreset>) -> Vec<(S
                 }
             }
             let finding = if !missing.is_empty() {
-                Finding::Missing(format!("check {}: {}", c.check, missing.join("; ")))
+                Finding::Missing(missing.join("; "))
             } else if !unknown.is_empty() {
-                Finding::Unknown(format!("check {}: {}", c.check, unknown.join("; ")))
+                Finding::Unknown(unknown.join("; "))
             } else {
                 Finding::Found
             };
@@ -632,22 +633,34 @@ pub enum Preflight {
 }
 
 /// The experiment's answer from the checks' findings: any missing series refuses it, else the
-/// undecided ones are noted.
+/// undecided ones are noted. Checks missing the same series are named together
+/// (`check minRequests, errorRate: rails_requests_total …`).
 pub fn outcome(findings: &[(String, Finding)]) -> Preflight {
-    let of = |want: fn(&Finding) -> Option<&String>| {
-        findings
+    let grouped = |want: fn(&Finding) -> Option<&String>| {
+        let mut groups: Vec<(Vec<&str>, &String)> = Vec::new();
+        for (check, f) in findings {
+            let Some(text) = want(f) else { continue };
+            match groups.iter_mut().find(|(_, t)| *t == text) {
+                Some((checks, _)) => checks.push(check),
+                None => groups.push((vec![check], text)),
+            }
+        }
+        groups
             .iter()
-            .filter_map(|(_, f)| want(f).cloned())
+            .map(|(checks, text)| {
+                let s = if checks.len() > 1 { "s" } else { "" };
+                format!("check{s} {}: {text}", checks.join(", "))
+            })
             .collect::<Vec<_>>()
     };
-    let missing = of(|f| match f {
+    let missing = grouped(|f| match f {
         Finding::Missing(m) => Some(m),
         _ => None,
     });
     if !missing.is_empty() {
         return Preflight::Missing(missing.join(". "));
     }
-    let unknown = of(|f| match f {
+    let unknown = grouped(|f| match f {
         Finding::Unknown(m) => Some(m),
         _ => None,
     });

@@ -335,17 +335,16 @@ pub async fn probe(
     }
     let notes = findings
         .iter()
-        .filter_map(|(_, f)| match f {
+        .filter_map(|(check, f)| match f {
             Finding::Found => None,
-            Finding::Missing(m) => Some(format!("not written: {m}")),
-            Finding::Unknown(m) => Some(format!("not written (cannot tell yet): {m}")),
+            Finding::Missing(m) => Some(format!("not written: check {check}: {m}")),
+            Finding::Unknown(m) => {
+                Some(format!("not written (cannot tell yet): check {check}: {m}"))
+            }
         })
         .collect();
     let gate_off = match of(CAPACITY_GATE) {
-        Some(Finding::Missing(m)) => Some(format!(
-            "The capacity gate is off: {}",
-            m.trim_start_matches(&format!("check {CAPACITY_GATE}: "))
-        )),
+        Some(Finding::Missing(m)) => Some(format!("The capacity gate is off: {m}")),
         _ => None,
     };
     Ok(Probed {

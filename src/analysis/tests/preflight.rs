@@ -339,8 +339,8 @@ async fn prometheus_down_is_unavailable_never_missing() {
 
 #[test]
 fn one_missing_check_refuses_and_undecided_ones_are_noted() {
-    let f = |s: &str| (s.to_string(), Finding::Missing(format!("check {s}: gone")));
-    let u = |s: &str| (s.to_string(), Finding::Unknown(format!("check {s}: later")));
+    let f = |s: &str| (s.to_string(), Finding::Missing(format!("{s} gone")));
+    let u = |s: &str| (s.to_string(), Finding::Unknown("later".into()));
     let ok = |s: &str| (s.to_string(), Finding::Found);
     assert_eq!(outcome(&[ok("a"), ok("b")]), Preflight::Passed);
     assert_eq!(
@@ -349,7 +349,17 @@ fn one_missing_check_refuses_and_undecided_ones_are_noted() {
     );
     assert_eq!(
         outcome(&[u("a"), f("b"), f("c")]),
-        Preflight::Missing("check b: gone. check c: gone".into())
+        Preflight::Missing("check b: b gone. check c: c gone".into())
+    );
+    // The same series missing for several checks: named once, with every check.
+    let same = |s: &str| (s.to_string(), Finding::Missing("x_total gone".into()));
+    assert_eq!(
+        outcome(&[same("minRequests"), same("errorRate"), f("b")]),
+        Preflight::Missing("checks minRequests, errorRate: x_total gone. check b: b gone".into())
+    );
+    assert_eq!(
+        outcome(&[u("a"), u("b")]),
+        Preflight::Unchecked("checks a, b: later".into())
     );
     // `judge` keeps the plan's order, one finding per check.
     let a = with(
