@@ -107,6 +107,7 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
         settings: Settings {
             prometheus_timeout: args.prometheus_timeout,
             prometheus,
+            preflight: args.preflight,
             ..Settings::default()
         },
         metrics,

@@ -9,6 +9,7 @@
 pub mod capacity;
 mod evaluate;
 pub mod judge;
+pub mod preflight;
 pub mod queries;
 pub mod recommend;
 mod reference;
@@ -27,6 +28,7 @@ pub use capacity::{
 };
 pub use evaluate::{analyse, AnalysisContext, AnalysisOutcome};
 pub use judge::{aggregate, judge_check, Limits, Unit};
+pub use preflight::{preflight, Finding, Preflight};
 pub use queries::{
     builtin_template, busiest_pod_rate_template, container_cpu_per_request_template,
     cpu_per_request_template, io_per_request_template, io_share_template, is_headroom,

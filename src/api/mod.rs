@@ -4,6 +4,7 @@
 mod analysis_spec;
 mod experiment;
 mod metric_names;
+mod preflight;
 mod promotion;
 mod quantity;
 mod record;
@@ -16,6 +17,7 @@ mod verdict;
 pub use analysis_spec::*;
 pub use experiment::*;
 pub use metric_names::*;
+pub use preflight::*;
 pub use promotion::*;
 pub use quantity::*;
 pub use record::*;

@@ -157,6 +157,10 @@ pub struct ConcurrencyExperimentStatus {
     /// the target.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub promoting: Option<super::ServerConfig>,
+    /// The pre-flight series lookup (before anything is created): when it ran, and once it
+    /// passed, so a restarted operator does not look again.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub preflight: Option<super::PreflightStatus>,
     /// What the target looked like before the experiment, so it can be restored exactly.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub original: Option<OriginalState>,

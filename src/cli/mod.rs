@@ -81,6 +81,15 @@ pub struct RunArgs {
     /// experiment names its own URL and no credentials exist.
     #[arg(long, env = "CONCURRENCY_OPERATOR_PROMETHEUS_CONFIG")]
     pub prometheus_config: Option<PathBuf>,
+    /// Look up every check's series in Prometheus before a new experiment creates anything
+    /// (a series that never existed makes it Invalid). `false` starts experiments without it.
+    #[arg(
+        long,
+        env = "CONCURRENCY_OPERATOR_PREFLIGHT",
+        default_value_t = true,
+        action = clap::ArgAction::Set
+    )]
+    pub preflight: bool,
     #[command(flatten)]
     pub notify: NotifyArgs,
 }

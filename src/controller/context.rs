@@ -35,6 +35,9 @@ pub struct Settings {
     pub error_backoff: Duration,
     /// Longest wait between two failed reconciles.
     pub max_error_backoff: Duration,
+    /// Look up every check's series before a Pending experiment creates anything
+    /// (`--preflight`; docs/experiment-reference.md, "Pre-flight").
+    pub preflight: bool,
 }
 
 impl Default for Settings {
@@ -45,6 +48,7 @@ impl Default for Settings {
             prometheus: Default::default(),
             error_backoff: Duration::from_secs(5),
             max_error_backoff: Duration::from_secs(300),
+            preflight: true,
         }
     }
 }

@@ -22,6 +22,7 @@ mod namespaces;
 mod observe;
 mod owner;
 mod pods;
+mod preflight;
 mod prometheus;
 mod reconcile;
 mod status;

@@ -308,6 +308,7 @@ pub fn observations(
         analysis: None,
         // Measured with the analysis, when there is a fresh baseline to measure.
         baselines: None,
+        preflight: None,
         selection: variants::observe(
             exp,
             &fetched.variants,

@@ -134,6 +134,17 @@ async fn reconcile_inner(exp: &ConcurrencyExperiment, ctx: &Context) -> Result<R
         }
     }
 
+    // Before anything is created, once: every check's series must exist for the target's pods.
+    if !deleting
+        && ctx.settings.preflight
+        && observations.spec_error.is_none()
+        && observations.not_ours.is_empty()
+        && !observations.abort_requested
+        && plan::preflight_due(&current)
+    {
+        observations.preflight = super::preflight::run(ctx, exp, &fetched, now).await;
+    }
+
     let step = plan::step(&exp.spec, &current, &observations);
 
     // The finalizer goes on just before the first write to the user's target or route, not at

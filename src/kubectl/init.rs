@@ -1,20 +1,21 @@
 //! `init DEPLOYMENT --threads N | --server falcon --workers W`: a starter experiment.
 //!
 //! The target's current config is read back (as a comment, so the reader sees baseline and
-//! candidate side by side). With `--prometheus` every starter check's query — exactly the one
-//! the operator will run — is tried against the target's pods; a check without data would
-//! keep every analysis Inconclusive and roll the experiment back, so it is written commented
-//! out with the reason.
-
-use std::io::Write;
-use std::time::Duration;
+//! candidate side by side). With `--prometheus` the starter checks' series are looked up for
+//! the target's pods exactly as the operator's pre-flight does (`analysis::preflight`): only
+//! checks whose series exist are written; the others are written commented out, and stderr
+//! says what is missing, who writes it and what to do instead — the operator would refuse the
+//! experiment (`Invalid`) for the same reason. Without `--prometheus` it writes the checks a
+//! yabeda-rails app (or prometheus_exporter, with `--preset`) has on Kubernetes: latency,
+//! memory, errors; never `gvlWait`, whose series no published gem writes.
 
 use jiff::Timestamp;
+use std::io::Write;
 
 use super::cli::{InitArgs, InitServer};
-use super::recommend::{measure, sizing_note, Target};
+use super::recommend::{measure, sizing_note};
 use super::{PluginError, Session};
-use crate::analysis::{check_template, pods_regex, render, TemplateVars};
+use crate::analysis::preflight::{self, Finding, Target, Windows};
 use crate::api::{Analysis, Check, MetricPreset, RenderedServer, ServerConfig, ServerKind};
 use crate::prometheus::PrometheusClient;
 use crate::workload::{app_container, read_baseline};
@@ -22,49 +23,68 @@ use crate::workload::{app_container, read_baseline};
 /// Where the starter points when no `--prometheus` is given (the examples' address).
 pub const PLACEHOLDER_PROMETHEUS: &str = "http://prometheus.monitoring:9090";
 
-/// The probe's range: wider than the 1m interval, so a quiet minute does not drop a check.
-const PROBE_WINDOW: Duration = Duration::from_secs(300);
+/// The I/O-share measurement's range: wider than the 1m interval, so a quiet minute still
+/// measures.
+const PROBE_WINDOW: std::time::Duration = std::time::Duration::from_secs(300);
+
+/// The pre-flight's name for the capacity gate's needs (`analysis::preflight::plan`).
+const CAPACITY_GATE: &str = "capacity gate (maxPredictedUtilization)";
 
 /// One starter check: its YAML (a flow mapping, as the examples write them) and why.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Starter {
     pub yaml: &'static str,
     pub why: &'static str,
-    /// Only with data proven by a probe (it needs something most setups lack).
-    pub needs_probe: bool,
+    /// Why it is written commented out when not looked up (it needs something most apps
+    /// lack); `None`: written (a yabeda-rails app on Kubernetes has its series).
+    pub unprobed: Option<&'static str>,
 }
 
-/// The starter checks for `candidate`: latency, memory, GVL wait (threaded candidates),
-/// errors, queue time.
+/// The starter checks for `candidate`: latency, memory, errors; for Puma also GVL wait and
+/// backlog; queue time.
 pub fn starters(candidate: &ServerConfig) -> Vec<Starter> {
+    let puma = candidate.server == ServerKind::Puma;
     let mut s = vec![
         Starter {
             yaml: r#"{metric: latency, quantile: 0.99, maxIncrease: "10%"}"#,
             why: "p99 request duration at most 10% above the baseline's in the same interval",
-            needs_probe: false,
+            unprobed: None,
         },
         Starter {
             yaml: r#"{metric: memory, maxIncrease: "20%"}"#,
             why: "working set per pod at most 20% above the baseline's (memory grows with workers and threads)",
-            needs_probe: false,
+            unprobed: None,
+        },
+        Starter {
+            yaml: r#"{metric: errorRate, max: "1%"}"#,
+            why: "share of 5xx responses",
+            unprobed: None,
         },
     ];
-    if candidate.server == ServerKind::Puma {
+    if puma {
         s.push(Starter {
             yaml: r#"{metric: gvlWait, max: "15%"}"#,
             why: "share of request time spent waiting for the GVL: too many threads per process",
-            needs_probe: false,
+            unprobed: Some(
+                "needs the GVL counters of this repository's reference images or gvl-sim \
+                 (no published gem writes them); pass --prometheus to check",
+            ),
+        });
+        s.push(Starter {
+            yaml: r#"{metric: backlog, max: 5}"#,
+            why: "requests waiting for a free Puma thread (Puma's own stats, no header needed)",
+            unprobed: Some(
+                "needs yabeda-puma-plugin or prometheus_exporter's Puma collector; pass \
+                 --prometheus to check",
+            ),
         });
     }
     s.push(Starter {
-        yaml: r#"{metric: errorRate, max: "1%"}"#,
-        why: "share of 5xx responses",
-        needs_probe: false,
-    });
-    s.push(Starter {
         yaml: r#"{metric: queueTime, quantile: 0.9, max: 50ms, maxIncrease: "50%"}"#,
         why: "time requests wait for a free thread; needs X-Request-Start from the load balancer",
-        needs_probe: true,
+        unprobed: Some(
+            "enable once your load balancer sets X-Request-Start (pass --prometheus to check)",
+        ),
     });
     s
 }
@@ -144,8 +164,11 @@ pub struct Starting {
     pub prometheus: Option<String>,
     /// `--preset`: written as `spec.analysis.metrics.preset` and used by the probe.
     pub preset: Option<MetricPreset>,
-    /// Per starter check (by position): whether its query had data; `None` when not probed.
-    pub data: Option<Vec<bool>>,
+    /// Per starter check (by position): what the series lookup found; `None` when not probed.
+    pub data: Option<Vec<Finding>>,
+    /// The capacity gate's series were looked up and never existed (the sentence says why):
+    /// the starter turns the gate off rather than be refused.
+    pub gate_off: Option<String>,
     /// With `--prometheus`: the measured I/O share and Amdahl's thread count, as comments
     /// (`recommend::sizing_note`).
     pub sizing: Option<String>,
@@ -188,10 +211,10 @@ pub fn manifest(s: &Starting) -> String {
     }
     let starters = starters(c);
     let probed = s.data.as_deref();
-    let any_data = probed.is_some_and(|d| d.iter().any(|&x| x));
+    let any_data = probed.is_some_and(|d| d.contains(&Finding::Found));
     if probed.is_some() && !any_data {
         out.push_str(
-            "# WARNING: no check had data in Prometheus for the target's pods in the last 5m;\n\
+            "# WARNING: no check's series were found in Prometheus for the target's pods;\n\
              # check the URL, the exporter's metric names and that the pods serve traffic.\n",
         );
     }
@@ -236,55 +259,110 @@ pub fn manifest(s: &Starting) -> String {
         "  analysis:\n    prometheus:\n      url: {url}\n    interval: 1m\n    failureLimit: 1\n    \
          inconclusiveLimit: 3\n    minRequests: 50\n"
     ));
+    if let Some(why) = &s.gate_off {
+        out.push_str(&format!(
+            "    # {}\n    maxPredictedUtilization: \"off\"\n",
+            why.replace('\n', " ")
+        ));
+    }
     if let Some(p) = s.preset {
         out.push_str(&format!("    metrics: {{preset: {}}}\n", p.name()));
     }
     out.push_str("    checks:\n");
     for (i, st) in starters.iter().enumerate() {
-        let has = probed.and_then(|d| d.get(i).copied());
-        let enabled = match has {
-            Some(h) => h || (!any_data && !st.needs_probe),
-            None => !st.needs_probe,
+        let found = probed.and_then(|d| d.get(i));
+        let off = match found {
+            Some(Finding::Found) => None,
+            // Nothing found at all: the URL or the names are off, not every check.
+            Some(_) if !any_data && st.unprobed.is_none() => None,
+            Some(Finding::Missing(_)) => {
+                Some("its series were not found for the target's pods (see stderr)")
+            }
+            Some(Finding::Unknown(_)) => {
+                Some("cannot tell yet whether its series exist (see stderr)")
+            }
+            None => st.unprobed,
         };
         out.push_str(&format!("      # {}\n", st.why));
-        if enabled {
-            out.push_str(&format!("      - {}\n", st.yaml));
-        } else {
-            let why = match has {
-                Some(_) => "no data in Prometheus for the target's pods",
-                None => "enable once your app exports it (pass --prometheus to check)",
-            };
-            out.push_str(&format!("      # - {}   # {why}\n", st.yaml));
+        match off {
+            None => out.push_str(&format!("      - {}\n", st.yaml)),
+            Some(why) => out.push_str(&format!("      # - {}   # {why}\n", st.yaml)),
         }
     }
     out.push_str("  promotion: auto   # or manual: hold at the last stage until `kubectl concurrency approve`\n");
     out
 }
 
-/// Whether each starter check's query (as the operator renders it for the baseline) returns a
-/// value for the target's pods now.
+/// The starter's analysis (`metrics`, as the manifest will have them) with every starter check.
+pub fn starter_analysis(
+    url: &str,
+    preset: Option<MetricPreset>,
+    starters: &[Starter],
+) -> Result<Analysis, PluginError> {
+    let metrics = match preset {
+        Some(p) => serde_json::json!({"preset": p.name()}),
+        None => serde_json::json!({}),
+    };
+    let checks = starters
+        .iter()
+        .map(check_of)
+        .collect::<Result<Vec<Check>, _>>()?;
+    serde_json::from_value(serde_json::json!({
+        "prometheus": {"url": url}, "metrics": metrics, "minRequests": 50, "checks": checks,
+    }))
+    .map_err(|e| PluginError::Usage(e.to_string()))
+}
+
+/// What the probe found: per starter (by position), and what to tell on stderr.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Probed {
+    pub data: Vec<Finding>,
+    pub gate_off: Option<String>,
+    /// One line per check (or the request count, or the capacity gate) not found.
+    pub notes: Vec<String>,
+}
+
+/// The operator's pre-flight lookup for the starter checks on the target's pods.
 pub async fn probe(
     client: &PrometheusClient,
     analysis: &Analysis,
     starters: &[Starter],
-    vars: &TemplateVars,
+    target: &Target,
     at: Timestamp,
-) -> Result<Vec<bool>, PluginError> {
-    let mut queries = Vec::new();
+) -> Result<Probed, PluginError> {
+    let plan = preflight::plan(analysis, target).map_err(|e| PluginError::Usage(e.to_string()))?;
+    let found = preflight::look_up(client, &plan, at).await?;
+    let findings = preflight::judge(&plan, &found, analysis.metrics.preset);
+    let of = |name: &str| {
+        findings
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, f)| f.clone())
+    };
+    let mut data = Vec::new();
     for st in starters {
-        let check = check_of(st)?;
-        let template = check_template(&check, &analysis.metrics.resolve())
-            .map_err(|e| PluginError::Usage(e.to_string()))?;
-        let q = render(&check.display_name(), &template, vars)
-            .map_err(|e| PluginError::Usage(e.to_string()))?;
-        queries.push(q);
+        let name = check_of(st)?.display_name();
+        data.push(of(&name).unwrap_or(Finding::Found));
     }
-    let answers =
-        futures::future::join_all(queries.iter().map(|q| client.query_value(q, at))).await;
-    answers
-        .into_iter()
-        .map(|a| Ok(a?.is_some_and(f64::is_finite)))
-        .collect()
+    let notes = findings
+        .iter()
+        .filter_map(|(check, f)| match f {
+            Finding::Found => None,
+            Finding::Missing(m) => Some(format!("not written: check {check}: {m}")),
+            Finding::Unknown(m) => {
+                Some(format!("not written (cannot tell yet): check {check}: {m}"))
+            }
+        })
+        .collect();
+    let gate_off = match of(CAPACITY_GATE) {
+        Some(Finding::Missing(m)) => Some(format!("The capacity gate is off: {m}")),
+        _ => None,
+    };
+    Ok(Probed {
+        data,
+        gate_off,
+        notes,
+    })
 }
 
 pub async fn run(
@@ -298,40 +376,39 @@ pub async fn run(
         .clone();
     let baseline = read_baseline(&deployment, Some(&container), &Default::default())?;
     let candidate = candidate(args, &baseline)?;
-    let (data, sizing) = match &args.prometheus {
-        None => (None, None),
+    let probed = match &args.prometheus {
+        None => None,
         Some(url) => {
             let provider = args.access.provider(url).map_err(PluginError::Usage)?;
             let client =
                 PrometheusClient::for_provider(&provider, crate::prometheus::DEFAULT_TIMEOUT)?;
-            // The metric names the starter's spec will have: the preset's, or the defaults.
-            let metrics = match args.preset {
-                Some(p) => serde_json::json!({"preset": p.name()}),
-                None => serde_json::json!({}),
-            };
-            let analysis: Analysis = serde_json::from_value(serde_json::json!({
-                "prometheus": {"url": url}, "metrics": metrics,
-                "checks": [{"metric": "latency", "maxIncrease": "10%"}],
-            }))
-            .map_err(|e| PluginError::Usage(e.to_string()))?;
-            let vars = TemplateVars {
-                namespace: session.namespace.clone(),
-                pods: pods_regex(&args.deployment),
-                interval: PROBE_WINDOW,
-                container: container.clone(),
-            };
             let starters = starters(&candidate);
+            let analysis = starter_analysis(url, args.preset, &starters)?;
+            let target = Target {
+                namespace: session.namespace.clone(),
+                deployment: args.deployment.clone(),
+                container: container.clone(),
+                windows: Windows::default(),
+            };
             let now = Timestamp::now();
-            let data = probe(&client, &analysis, &starters, &vars, now).await?;
+            let p = probe(&client, &analysis, &starters, &target, now).await?;
+            for note in &p.notes {
+                eprintln!("{note}");
+            }
             // The thread count the measured I/O share suggests (the standard metrics' where
             // the GVL counters have none), beside the candidate the flags chose.
-            let mut target = Target::from_deployment(&deployment, Some(&container))?;
-            target.namespace = session.namespace.clone();
+            let mut measured =
+                super::recommend::Target::from_deployment(&deployment, Some(&container))?;
+            measured.namespace = session.namespace.clone();
             let queries =
-                super::recommend::queries(&target, &analysis.metrics.resolve(), PROBE_WINDOW)?;
+                super::recommend::queries(&measured, &analysis.metrics.resolve(), PROBE_WINDOW)?;
             let m = measure(&client, &queries, now).await?;
-            (Some(data), sizing_note(&m, PROBE_WINDOW))
+            Some((p, sizing_note(&m, PROBE_WINDOW)))
         }
+    };
+    let (data, gate_off, sizing) = match probed {
+        Some((p, sizing)) => (Some(p.data), p.gate_off, sizing),
+        None => (None, None, None),
     };
     let starting = Starting {
         name: args
@@ -346,6 +423,7 @@ pub async fn run(
         prometheus: args.prometheus.clone(),
         preset: args.preset,
         data,
+        gate_off,
         sizing,
     };
     out.write_all(manifest(&starting).as_bytes())?;

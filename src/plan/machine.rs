@@ -341,11 +341,18 @@ fn invalid(cx: &mut Ctx, msg: String) {
 }
 
 fn pending(cx: &mut Ctx, t: &Timing) {
-    let Some(target) = &cx.obs.target else {
+    if cx.obs.target.is_none() {
         let name = &cx.spec.target_ref.name;
         cx.status.message = Some(format!("Waiting for Deployment {name} to exist."));
         cx.reason = "TargetNotFound".into();
         cx.wait(timing::TARGET_POLL);
+        return;
+    }
+    // Before anything is recorded or created: a series that never existed makes it Invalid.
+    if !super::preflight::cleared(cx, t) {
+        return;
+    }
+    let Some(target) = &cx.obs.target else {
         return;
     };
     // Recorded once: after a restart the target may already be scaled by this experiment.

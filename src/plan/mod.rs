@@ -77,6 +77,12 @@
 //! experiment writes that it did not create (`Observations::not_ours`) makes a Pending
 //! experiment `Invalid` and rolls a running one back (`NotOwned`), never touching it.
 //!
+//! Pre-flight (see `preflight`): while Pending, before anything is created, the shell looks up
+//! every check's series for the target's pods (`preflight_due`, `Observations::preflight`); a
+//! series that never existed makes the experiment `Invalid` (`SeriesMissing`), series it cannot
+//! judge yet are noted (`SeriesNotChecked`), Prometheus failing is looked at again within
+//! `spec.progressDeadline`, and a pass is kept in `status.preflight` so it is never repeated.
+//!
 //! Selection (`select`, `elimination`, `ranking`; docs/selection.md): with `spec.candidates`
 //! Pending goes to `Selecting`, where every candidate and a fresh baseline run on equal shares
 //! on top of the untouched target (`traffic::Router::selection_split`), each interval's
@@ -97,6 +103,7 @@ mod fresh;
 mod machine;
 mod observations;
 mod pause;
+mod preflight;
 mod progress;
 pub mod ranking;
 mod readiness;
@@ -113,6 +120,9 @@ pub use elimination::{CANDIDATE_ELIMINATED, LOW_SIGNAL_UTILIZATION};
 pub use machine::{carries_the_whole_load, step, AUTOSCALE_PERIOD};
 pub use observations::*;
 pub use pause::PAUSED_BY_USER;
+pub use preflight::{
+    preflight_due, AWAITING_SERIES, PREFLIGHT_RETRY, SERIES_MISSING, SERIES_NOT_CHECKED,
+};
 pub use progress::{AWAITING_APPROVAL, AWAITING_EXTERNAL_PROMOTION, PROGRESS_DEADLINE_EXCEEDED};
 pub use select::CANDIDATE_CHOSEN;
 pub use split::fresh_baseline;

@@ -4,7 +4,7 @@ use std::time::Duration;
 
 use jiff::Timestamp;
 
-pub use crate::analysis::{AnalysisOutcome, CandidateAnalysis, SelectionAnalysis};
+pub use crate::analysis::{AnalysisOutcome, CandidateAnalysis, Preflight, SelectionAnalysis};
 use crate::api::{BaselinesMeasured, ConcurrencyExperimentStatus, PromotionPatch, RenderedServer};
 pub use crate::workload::DeploymentState;
 
@@ -74,6 +74,10 @@ pub struct Observations {
     /// Set with an analysis against a fresh baseline: each check on the long-running target
     /// and on the fresh baseline (`status.freshBaseline.measured`).
     pub baselines: Option<BaselinesMeasured>,
+    /// The pre-flight series lookup, when the shell made it in this reconcile (`preflight_due`).
+    /// `None` while Pending means it was not made (the operator runs with `--preflight=false`):
+    /// the experiment starts without it.
+    pub preflight: Option<Preflight>,
 }
 
 impl Observations {

@@ -4,6 +4,7 @@ mod fixtures;
 mod full_weight;
 mod headroom;
 mod judge;
+mod preflight;
 mod presets;
 mod queries;
 mod recommend;

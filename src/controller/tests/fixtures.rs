@@ -207,6 +207,8 @@ pub struct FakeApi {
     pub notifier: Notifier,
     /// Services whose EndpointSlices have no ready endpoint (see `endpoints`).
     pub without_endpoints: Arc<Mutex<Vec<String>>>,
+    /// `Settings::preflight` of the Contexts made from this fake (off unless a test asks).
+    pub preflight: bool,
 }
 
 impl Default for FakeApi {
@@ -218,6 +220,7 @@ impl Default for FakeApi {
             metrics: Metrics::new(),
             notifier: Notifier::default(),
             without_endpoints: Default::default(),
+            preflight: false,
         }
     }
 }
@@ -329,7 +332,9 @@ impl FakeApi {
             autoscalers: vec![autoscalers],
             indexes: vec![index],
         };
+        // The pre-flight lookup needs a Prometheus; its own tests (`preflight`) turn it on.
         let settings = Settings {
+            preflight: self.preflight,
             ..Settings::default()
         };
         let ctx = Context::new(client, self.metrics.clone(), settings, caches)

@@ -20,6 +20,7 @@ mod metrics;
 mod notify;
 mod observe;
 mod owner;
+mod preflight;
 mod prometheus_provider;
 mod promote;
 mod reconcile;

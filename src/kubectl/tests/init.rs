@@ -2,6 +2,7 @@ use pretty_assertions::assert_eq;
 use serde_json::Value;
 
 use super::fixtures::*;
+use crate::analysis::Finding;
 use crate::api::ConcurrencyExperiment;
 use crate::kubectl::cli::{InitArgs, InitServer};
 use crate::kubectl::init;
@@ -52,7 +53,7 @@ fn puma_2x6() -> crate::api::RenderedServer {
     }
 }
 
-fn starting(candidate: crate::api::ServerConfig, data: Option<Vec<bool>>) -> init::Starting {
+fn starting(candidate: crate::api::ServerConfig, data: Option<Vec<Finding>>) -> init::Starting {
     init::Starting {
         name: init::default_name("storefront", &candidate),
         namespace: "shop".into(),
@@ -65,6 +66,7 @@ fn starting(candidate: crate::api::ServerConfig, data: Option<Vec<bool>>) -> ini
             .map(|_| "http://prometheus.monitoring:9090".to_string()),
         preset: None,
         data,
+        gate_off: None,
         sizing: None,
     }
 }
@@ -110,12 +112,14 @@ spec:
       - {metric: latency, quantile: 0.99, maxIncrease: "10%"}
       # working set per pod at most 20% above the baseline's (memory grows with workers and threads)
       - {metric: memory, maxIncrease: "20%"}
-      # share of request time spent waiting for the GVL: too many threads per process
-      - {metric: gvlWait, max: "15%"}
       # share of 5xx responses
       - {metric: errorRate, max: "1%"}
+      # share of request time spent waiting for the GVL: too many threads per process
+      # - {metric: gvlWait, max: "15%"}   # needs the GVL counters of this repository's reference images or gvl-sim (no published gem writes them); pass --prometheus to check
+      # requests waiting for a free Puma thread (Puma's own stats, no header needed)
+      # - {metric: backlog, max: 5}   # needs yabeda-puma-plugin or prometheus_exporter's Puma collector; pass --prometheus to check
       # time requests wait for a free thread; needs X-Request-Start from the load balancer
-      # - {metric: queueTime, quantile: 0.9, max: 50ms, maxIncrease: "50%"}   # enable once your app exports it (pass --prometheus to check)
+      # - {metric: queueTime, quantile: 0.9, max: 50ms, maxIncrease: "50%"}   # enable once your load balancer sets X-Request-Start (pass --prometheus to check)
   promotion: auto   # or manual: hold at the last stage until `kubectl concurrency approve`
 "#
     );
@@ -127,7 +131,8 @@ spec:
         .iter()
         .map(|c| c.display_name())
         .collect();
-    assert_eq!(names, ["latency", "memory", "gvlWait", "errorRate"]);
+    // What a yabeda-rails app on Kubernetes has; never gvlWait without a lookup.
+    assert_eq!(names, ["latency", "memory", "errorRate"]);
     assert_eq!(exp.spec.single_candidate().summary(), "puma 2×4");
     assert_eq!(exp.metadata.name.as_deref(), Some("storefront-puma-2x4"));
 }
@@ -137,7 +142,9 @@ fn init_for_falcon_has_no_thread_checks_and_probed_checks_follow_the_data() {
     let args = init_args(InitServer::Falcon, None, Some(3));
     let candidate = init::candidate(&args, &puma_2x6()).unwrap();
     // Probed: latency, memory, errorRate, queueTime (no gvlWait for Falcon); memory had no data.
-    let yaml = init::manifest(&starting(candidate, Some(vec![true, false, true, true])));
+    let gone = Finding::Missing("check memory: gone".into());
+    let found = vec![Finding::Found, gone, Finding::Found, Finding::Found];
+    let yaml = init::manifest(&starting(candidate, Some(found)));
     let exp = assert_valid(&yaml);
     let names: Vec<String> = exp
         .spec
@@ -153,14 +160,18 @@ fn init_for_falcon_has_no_thread_checks_and_probed_checks_follow_the_data() {
         "{yaml}"
     );
     assert!(
-        yaml.contains(r#"      # - {metric: memory, maxIncrease: "20%"}   # no data in Prometheus for the target's pods"#),
+        yaml.contains(r#"      # - {metric: memory, maxIncrease: "20%"}   # its series were not found for the target's pods (see stderr)"#),
         "{yaml}"
     );
     assert!(!yaml.contains("placeholder"), "{yaml}");
     // Nothing had data: the unprobed defaults stay on, with a warning.
     let candidate = init::candidate(&args, &puma_2x6()).unwrap();
-    let yaml = init::manifest(&starting(candidate, Some(vec![false; 4])));
-    assert!(yaml.contains("# WARNING: no check had data"), "{yaml}");
+    let unknown = Finding::Unknown("check x: not scraped yet".into());
+    let yaml = init::manifest(&starting(candidate, Some(vec![unknown; 4])));
+    assert!(
+        yaml.contains("# WARNING: no check's series were found"),
+        "{yaml}"
+    );
     let exp = assert_valid(&yaml);
     assert_eq!(exp.spec.analysis.checks.len(), 3);
 }
@@ -189,16 +200,22 @@ fn init_refuses_what_would_not_be_an_experiment() {
     assert_eq!(init::default_name(&"x".repeat(260), &c).len(), 253);
 }
 
-#[tokio::test]
-async fn init_reads_the_target_and_probes_each_check_query() {
-    let (url, queries) = canned_prometheus(vec![
-        ("rails_request_queue_time_seconds", None),
-        ("ruby_gvl_wait_seconds_total", Some(0.01)),
-        ("rails_request_duration_seconds_bucket", Some(0.2)),
-        ("container_memory_working_set_bytes", Some(2e8)),
-        ("rails_requests_total", Some(0.0)),
+/// A yabeda-rails app on Kubernetes, scraped for a while and serving: request series and
+/// cAdvisor's, no GVL counters, no Puma plugin, no queue-time header.
+async fn yabeda_prometheus() -> (String, std::sync::Arc<std::sync::Mutex<Vec<String>>>) {
+    canned_prometheus(vec![
+        ("(up{", Some(1.0)),
+        ("rails_requests_total", Some(3.0)),
+        ("rails_request_duration_seconds", Some(3.0)),
+        ("container_memory_working_set_bytes", Some(1.0)),
+        ("container_cpu_usage_seconds_total", Some(1.0)),
     ])
-    .await;
+    .await
+}
+
+#[tokio::test]
+async fn init_reads_the_target_and_writes_only_the_checks_whose_series_exist() {
+    let (url, queries) = yabeda_prometheus().await;
     let (session, seen, server) = scripted(vec![Exchange::new(
         "GET",
         &format!("{DEPLOYMENTS}/storefront"),
@@ -221,13 +238,22 @@ async fn init_reads_the_target_and_probes_each_check_query() {
         .iter()
         .map(|c| c.display_name())
         .collect();
-    assert_eq!(names, ["latency", "memory", "gvlWait", "errorRate"]);
+    assert_eq!(names, ["latency", "memory", "errorRate"]);
     assert_eq!(exp.spec.analysis.prometheus.url, url);
+    assert_eq!(
+        exp.spec.analysis.max_predicted_utilization, "85%",
+        "cAdvisor CPU is there"
+    );
     assert!(
         yaml.contains("# The target runs now (read back from container web): puma 2×6\n"),
         "{yaml}"
     );
-    assert!(yaml.contains("# - {metric: queueTime"), "{yaml}");
+    for check in ["gvlWait", "backlog", "queueTime"] {
+        assert!(
+            yaml.contains(&format!("# - {{metric: {check}")),
+            "{check}: {yaml}"
+        );
+    }
     // The I/O share of `recommend`'s queries: 1% from the GVL counters, so one thread.
     assert!(
         yaml.contains(
@@ -236,10 +262,9 @@ async fn init_reads_the_target_and_probes_each_check_query() {
         ),
         "{yaml}"
     );
-    // The operator's queries for the baseline's pods, memory for container web: the five
-    // checks' and `recommend`'s six.
+    // The operator's pre-flight lookups and `recommend`'s queries for the target's pods,
+    // memory for container web.
     let queries = queries.lock().unwrap().clone();
-    assert_eq!(queries.len(), 11, "{queries:#?}");
     assert!(
         queries
             .iter()
@@ -247,8 +272,83 @@ async fn init_reads_the_target_and_probes_each_check_query() {
         "{queries:#?}"
     );
     assert!(
-        queries.iter().any(|q| q.contains(r#"container="web""#)),
+        queries
+            .iter()
+            .any(|q| q.contains("container_memory_working_set_bytes")
+                && q.contains(r#"container="web""#)),
         "{queries:#?}"
+    );
+}
+
+#[tokio::test]
+async fn init_says_what_is_missing_and_turns_off_a_gate_it_cannot_feed() {
+    let (url, _) = yabeda_prometheus().await;
+    let client =
+        crate::prometheus::PrometheusClient::new(&url, std::time::Duration::from_secs(5)).unwrap();
+    let candidate =
+        init::candidate(&init_args(InitServer::Puma, Some(4), None), &puma_2x6()).unwrap();
+    let starters = init::starters(&candidate);
+    let target = crate::analysis::preflight::Target {
+        namespace: "shop".into(),
+        deployment: "storefront".into(),
+        container: "web".into(),
+        windows: Default::default(),
+    };
+    let analysis = init::starter_analysis(&url, None, &starters).unwrap();
+    let p = init::probe(
+        &client,
+        &analysis,
+        &starters,
+        &target,
+        jiff::Timestamp::now(),
+    )
+    .await
+    .unwrap();
+    let notes = p.notes.join("\n");
+    assert_eq!(p.notes.len(), 3, "{notes}");
+    assert!(
+        notes.contains("not written: check gvlWait: ruby_gvl_wait_seconds_total")
+            && notes.contains("no published gem writes it"),
+        "{notes}"
+    );
+    assert!(notes.contains("check backlog: puma_backlog"), "{notes}");
+    assert!(
+        notes.contains("check queueTime") && notes.contains("X-Request-Start"),
+        "{notes}"
+    );
+    assert_eq!(p.gate_off, None);
+
+    // No cAdvisor CPU and no GVL counters: the gate would be refused; the starter turns it off.
+    let (url, _) = canned_prometheus(vec![
+        ("(up{", Some(1.0)),
+        ("rails_requests_total", Some(3.0)),
+        ("rails_request_duration_seconds", Some(3.0)),
+        ("container_memory_working_set_bytes", Some(1.0)),
+    ])
+    .await;
+    let client =
+        crate::prometheus::PrometheusClient::new(&url, std::time::Duration::from_secs(5)).unwrap();
+    let p = init::probe(
+        &client,
+        &analysis,
+        &starters,
+        &target,
+        jiff::Timestamp::now(),
+    )
+    .await
+    .unwrap();
+    let why = p.gate_off.clone().expect("gate off");
+    assert!(why.contains("container_cpu_usage_seconds_total"), "{why}");
+    let mut s = starting(candidate, Some(p.data));
+    s.gate_off = Some(why);
+    let yaml = init::manifest(&s);
+    assert!(
+        yaml.contains("    maxPredictedUtilization: \"off\"\n"),
+        "{yaml}"
+    );
+    assert_eq!(
+        assert_valid(&yaml).spec.analysis.max_predicted_utilization,
+        "off"
     );
 }
 

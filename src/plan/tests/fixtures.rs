@@ -254,6 +254,7 @@ impl World {
             analysis: None,
             selection: None,
             baselines: None,
+            preflight: None,
         }
     }
 }

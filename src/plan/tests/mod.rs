@@ -12,6 +12,7 @@ mod first_step;
 mod fixtures;
 mod fresh_baseline;
 mod owner;
+mod preflight;
 mod progress;
 mod ranking;
 mod reason;

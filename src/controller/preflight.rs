@@ -1,0 +1,38 @@
+//! The pre-flight series lookup's I/O (`plan::preflight_due` says when): where the target's
+//! pods are, and the Prometheus client. The decision is `analysis::preflight` (what to look up
+//! and what the answers mean) and the stage machine's (`Invalid`, wait, or go on).
+
+use jiff::Timestamp;
+use kube::ResourceExt;
+
+use super::context::Context;
+use super::fetch::Fetched;
+use crate::analysis::{self, preflight::Target, Preflight};
+use crate::api::ConcurrencyExperiment;
+use crate::workload;
+
+/// Looks up every check's series for the target's pods; `None` without a target or app
+/// container to look for (the stage machine waits for the target, and reports the container).
+pub async fn run(
+    ctx: &Context,
+    exp: &ConcurrencyExperiment,
+    fetched: &Fetched,
+    now: Timestamp,
+) -> Option<Preflight> {
+    let target = fetched.target.as_ref()?;
+    let container = workload::app_container(target, exp.spec.container.as_deref()).ok()?;
+    let target = Target {
+        namespace: exp.namespace()?,
+        deployment: target.name_any(),
+        container: container.name.clone(),
+        windows: Default::default(),
+    };
+    let url = &exp.spec.analysis.prometheus.url;
+    let client = ctx
+        .prometheus
+        .client(url, ctx.settings.prometheus_timeout, &ctx.metrics);
+    Some(match client {
+        Ok(client) => analysis::preflight(&client, &exp.spec.analysis, &target, now).await,
+        Err(e) => Preflight::Unavailable(format!("Prometheus {url}: {e} ({})", e.category())),
+    })
+}
