@@ -205,6 +205,7 @@ pub async fn run(
             },
             recommendation: None,
             no_data: false,
+            queries: Default::default(),
         },
     };
     Ok(Some((outcome, baselines)))

@@ -31,7 +31,9 @@ pub fn step(
     remember_route(&mut cx);
     external::remember(&mut cx);
     remember_baselines(&mut cx);
-    cx.finish()
+    let mut out = cx.finish();
+    out.status.bound();
+    out
 }
 
 /// Both baselines' values of the latest interval that measured them (a replay of an older

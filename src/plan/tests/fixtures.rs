@@ -47,7 +47,6 @@ pub fn record(verdict: Verdict, secs: i64, stage_index: i32, weight: i32) -> Ana
         candidate_requests: Some(300.0),
         checks: vec![CheckResult {
             name: "latency".into(),
-            query: "histogram_quantile(0.99, …)".into(),
             baseline: Some(0.41),
             candidate: Some(if verdict == Verdict::Fail { 0.62 } else { 0.4 }),
             limit: "max 500ms".into(),
@@ -310,6 +309,7 @@ impl Run {
                     record,
                     recommendation: None,
                     no_data: false,
+                    queries: Default::default(),
                 });
             }
         }

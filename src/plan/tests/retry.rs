@@ -225,6 +225,7 @@ fn a_retry_forgets_the_no_data_warning_of_the_last_run() {
                 record: rec,
                 recommendation: None,
                 no_data: true,
+                queries: Default::default(),
             });
         }
         let analysis = obs.analysis.clone();
