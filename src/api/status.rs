@@ -144,6 +144,11 @@ pub struct ConcurrencyExperimentStatus {
     /// decided and the annotation is being removed; until it is seen gone it retries nothing.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub retry_annotation_consumed: bool,
+    /// A retry found the `concurrency.dev/abort` annotation that rolled the previous run back:
+    /// it is spent and being removed; until it is seen gone it aborts nothing (`spec.abort`
+    /// still does).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub abort_annotation_consumed: bool,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub conditions: Vec<Condition>,
     /// The final (or in-progress) decision and why.

@@ -105,7 +105,9 @@ fn run(cx: &mut Ctx) {
             None
         }
     };
-    if cx.obs.abort_requested
+    // An abort annotation a retry spent aborts nothing more; `spec.abort` always does.
+    let abort = cx.obs.abort_requested && (cx.spec.abort || !cx.status.abort_annotation_consumed);
+    if abort
         && matches!(
             cx.status.phase,
             Phase::Pending | Phase::Selecting | Phase::Progressing | Phase::Paused
