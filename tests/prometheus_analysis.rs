@@ -122,7 +122,6 @@ fn past_latency(baseline: f64, candidate: f64) -> AnalysisRecord {
         candidate_requests: Some(120.0),
         checks: vec![CheckResult {
             name: "latency".into(),
-            query: String::new(),
             baseline: Some(baseline),
             candidate: Some(candidate),
             limit: String::new(),
@@ -177,10 +176,10 @@ async fn analysis_against_a_real_prometheus() {
         latency.reason.as_deref(),
         Some("candidate 950ms is above max 700ms (baseline 475ms)")
     );
+    let query = &o.queries["latency"];
     assert!(
-        latency.query.contains(r#"pod=~"^storefront-candidate-["#),
-        "{}",
-        latency.query
+        query.contains(r#"pod=~"^storefront-candidate-["#),
+        "{query}"
     );
     for (name, value) in [("errorRate", 0.01), ("gvlWait", 0.10)] {
         let c = check(&o, name);

@@ -70,6 +70,9 @@ pub struct AnalysisOutcome {
     /// Prometheus answered every check's queries, with no sample for the candidate nor (below
     /// 100%) the baseline: the metrics are not there at all, which no waiting for traffic fixes.
     pub no_data: bool,
+    /// Per check name, the candidate's query as sent (`status.queries`); absent for a check
+    /// that was never rendered.
+    pub queries: BTreeMap<String, String>,
 }
 
 type QueryResult = Result<Option<f64>, PrometheusError>;
@@ -113,6 +116,7 @@ pub async fn analyse(
                 ),
                 recommendation: None,
                 no_data: false,
+                queries: BTreeMap::new(),
             }
         }
     };
@@ -220,6 +224,10 @@ pub async fn analyse(
     let enough = |r: Option<f64>| r.is_some_and(|v| v >= analysis.min_requests as f64);
     let current_counts = enough(gate(counts.0)) && enough(counts.1);
     let no_data = !checks.is_empty() && checks.iter().all(|m| m.empty(baseline_gone));
+    let queries = checks
+        .iter()
+        .filter_map(|m| Some((m.result.name.clone(), m.query.clone()?)))
+        .collect();
     let checks: Vec<CheckResult> = checks
         .into_iter()
         .map(|mut m| {
@@ -239,6 +247,7 @@ pub async fn analyse(
         record: record(verdict, checks, counts, reason, capacity),
         recommendation,
         no_data,
+        queries,
     }
 }
 
@@ -387,6 +396,8 @@ fn note_capacity_source(
 pub(super) struct Measured {
     pub(super) result: CheckResult,
     pub(super) limits: Option<(Limits, Unit)>,
+    /// The candidate's query as sent (the headroom check's source), once rendered.
+    pub(super) query: Option<String>,
 }
 
 impl Measured {
@@ -410,7 +421,6 @@ pub(super) async fn measure_check(
     let name = check.display_name();
     let mut result = CheckResult {
         name: name.clone(),
-        query: check.query.clone().unwrap_or_default(),
         baseline: None,
         candidate: None,
         limit: String::new(),
@@ -422,17 +432,18 @@ pub(super) async fn measure_check(
         Measured {
             result,
             limits: None,
+            query: None,
         }
     };
     if is_headroom(check) {
         // No query: filled in from the capacity measurement once it is made (`fill_headroom`).
         return match Limits::from_check(check) {
             Ok(limits) => {
-                result.query = HEADROOM_SOURCE.to_string();
                 result.limit = limits.written.clone();
                 Measured {
                     result,
                     limits: Some((limits, Unit::of(check))),
+                    query: Some(HEADROOM_SOURCE.to_string()),
                 }
             }
             Err(e) => {
@@ -453,7 +464,6 @@ pub(super) async fn measure_check(
         Ok(q) => q,
         Err(e) => return unmeasured(result, format!("{} ({})", e, e.category())),
     };
-    result.query = cand_q.clone();
     result.limit = limits.written.clone();
     let (b, c): (QueryResult, QueryResult) = futures::join!(
         source.query_value(&base_q, at),
@@ -468,12 +478,14 @@ pub(super) async fn measure_check(
             return Measured {
                 result,
                 limits: Some((limits, Unit::of(check))),
+                query: Some(cand_q),
             };
         }
     }
     Measured {
         result,
         limits: None,
+        query: Some(cand_q),
     }
 }
 
@@ -485,7 +497,9 @@ pub(super) fn judge_measured(
     history: &[AnalysisRecord],
     current_counts: bool,
 ) -> CheckResult {
-    let Measured { mut result, limits } = measured;
+    let Measured {
+        mut result, limits, ..
+    } = measured;
     let Some((limits, unit)) = limits else {
         return result;
     };

@@ -142,7 +142,6 @@ pub fn judge_restarts(
     let limit = if fail { "no restart" } else { "recorded only" };
     let mut check = CheckResult {
         name: RESTARTS_CHECK.into(),
-        query: "the candidate's pods (Kubernetes API): app container restarts and evictions".into(),
         baseline: None,
         candidate: None,
         limit: limit.into(),
@@ -179,6 +178,11 @@ pub fn judge_restarts(
     }
     let failed = check.verdict == Verdict::Fail;
     record.checks.push(check);
+    // Where the value comes from, as status shows each check's query.
+    outcome.queries.insert(
+        RESTARTS_CHECK.into(),
+        "the candidate's pods (Kubernetes API): app container restarts and evictions".into(),
+    );
     if failed {
         let names: Vec<&str> = record
             .checks

@@ -228,6 +228,7 @@ pub fn unreachable_selection(sctx: &SelectionContext, reason: &str) -> Selection
                 },
                 recommendation: None,
                 no_data: false,
+                queries: Default::default(),
             },
             objective: None,
         })

@@ -11,6 +11,7 @@ mod record;
 mod selection;
 mod server_config;
 mod status;
+mod text;
 mod traffic;
 mod verdict;
 
@@ -24,6 +25,7 @@ pub use record::*;
 pub use selection::*;
 pub use server_config::*;
 pub use status::*;
+pub use text::*;
 pub use traffic::*;
 pub use verdict::*;
 

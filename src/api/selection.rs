@@ -224,9 +224,8 @@ pub struct RankEntry {
     pub cost: Option<i32>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub headroom: Option<f64>,
-    /// The last analysis's checks, candidate against the fresh baseline.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub checks: Vec<CheckResult>,
+    // No `checks`: they are `variants[index].checks` (status written by an older operator
+    // repeats them here; unknown fields are ignored when it is read).
     /// Pass for a survivor, Fail for an eliminated one, Inconclusive for one never measured.
     pub verdict: Verdict,
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -102,6 +102,11 @@ pub struct ConcurrencyExperimentStatus {
     /// The most recent analyses, newest last.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub analyses: Vec<AnalysisRecord>,
+    /// Per check name, the candidate's query as last sent to Prometheus (in a selection, the
+    /// last candidate analysed: the others differ only in `{{pods}}`), cut to 512 bytes. Kept
+    /// once here rather than in every analysis, so status stays small whatever the queries.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub queries: BTreeMap<String, String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_verdict: Option<Verdict>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -139,6 +144,11 @@ pub struct ConcurrencyExperimentStatus {
     /// decided and the annotation is being removed; until it is seen gone it retries nothing.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub retry_annotation_consumed: bool,
+    /// A retry found the `concurrency.dev/abort` annotation that rolled the previous run back:
+    /// it is spent and being removed; until it is seen gone it aborts nothing (`spec.abort`
+    /// still does).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub abort_annotation_consumed: bool,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub conditions: Vec<Condition>,
     /// The final (or in-progress) decision and why.

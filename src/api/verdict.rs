@@ -25,13 +25,15 @@ impl Verdict {
 #[serde(rename_all = "camelCase")]
 pub struct CheckResult {
     pub name: String,
-    /// The candidate's query as sent to Prometheus.
-    pub query: String,
+    // No `query`: status keeps it once per check (`status.queries`). Status written by an
+    // older operator has one here; unknown fields are ignored when it is read.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub baseline: Option<f64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub candidate: Option<f64>,
-    /// The limits as written, e.g. `max 500ms, maxIncrease 10%`.
+    /// The limits as written, e.g. `max 500ms, maxIncrease 10%` (newest analysis only: see
+    /// `ConcurrencyExperimentStatus::bound`).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
     pub limit: String,
     pub verdict: Verdict,
     #[serde(default, skip_serializing_if = "Option::is_none")]

@@ -222,6 +222,7 @@ pub async fn run(
             },
             recommendation: None,
             no_data: false,
+            queries: Default::default(),
         },
     };
     // Also when Prometheus failed: a killed candidate is a failure Prometheus need not confirm.

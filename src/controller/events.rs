@@ -8,11 +8,11 @@
 
 use kube::runtime::events::{Event, EventType};
 
-/// The Events API limits the note to 1 kB.
-const MAX_NOTE: usize = 1000;
+use crate::api::{truncate, EVENT_NOTE_BYTES};
 
 pub fn event(type_: EventType, reason: &str, note: &str) -> Event {
-    let note: String = note.chars().take(MAX_NOTE).collect();
+    // The API refuses (and the recorder drops) a note over 1 KiB: cut by bytes, not chars.
+    let note = truncate(note, EVENT_NOTE_BYTES);
     Event {
         type_,
         reason: reason.to_string(),

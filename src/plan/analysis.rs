@@ -5,8 +5,11 @@ use super::conditions;
 use super::ctx::Ctx;
 use super::observations::{AnalysisOutcome, EventType};
 use crate::api::reason::{DecisionReason, HoldReason};
+use std::collections::BTreeMap;
+
 use crate::api::{
-    AnalysisRecord, BaselineReference, ConcurrencyExperimentStatus, InconclusiveAction, Verdict,
+    truncate, AnalysisRecord, BaselineReference, ConcurrencyExperimentSpec,
+    ConcurrencyExperimentStatus, InconclusiveAction, Verdict, QUERY_BYTES,
 };
 
 pub use crate::api::KEPT_ANALYSES;
@@ -40,6 +43,7 @@ pub fn record(cx: &mut Ctx, stage_index: usize) -> bool {
     if let Some(r) = &outcome.recommendation {
         st.recommendation = Some(r.clone());
     }
+    remember_queries(st, spec, &outcome.queries);
     remember_baseline(st, rec, spec.analysis.min_requests);
     count_no_data(cx, outcome);
     let st = &mut cx.status;
@@ -117,6 +121,27 @@ pub fn count_inconclusive(cx: &mut Ctx, at: &str, why: &str) -> bool {
             false
         }
     }
+}
+
+/// `status.queries`: each check's latest query, once; a check no longer in the spec is
+/// dropped (its name could otherwise linger for ever).
+pub fn remember_queries(
+    st: &mut ConcurrencyExperimentStatus,
+    spec: &ConcurrencyExperimentSpec,
+    queries: &BTreeMap<String, String>,
+) {
+    st.queries.extend(
+        queries
+            .iter()
+            .map(|(k, v)| (k.clone(), truncate(v, QUERY_BYTES))),
+    );
+    let names: Vec<String> = spec
+        .analysis
+        .checks
+        .iter()
+        .map(|c| c.display_name())
+        .collect();
+    st.queries.retain(|k, _| names.contains(k));
 }
 
 /// Keeps each check's baseline value of an analysis the baseline served enough requests in,

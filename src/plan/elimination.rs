@@ -32,6 +32,9 @@ pub(super) fn record(cx: &mut Ctx, a: &SelectionAnalysis) {
         .map_or(0.0, |d| d.as_secs_f64());
     let mut utilizations = Vec::new();
     let mut eliminated = Vec::new();
+    for ca in &a.candidates {
+        analysis::remember_queries(&mut cx.status, cx.spec, &ca.outcome.queries);
+    }
     let st = cx.selection();
     for ca in &a.candidates {
         let Some(v) = st

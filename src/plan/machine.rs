@@ -31,7 +31,9 @@ pub fn step(
     remember_route(&mut cx);
     external::remember(&mut cx);
     remember_baselines(&mut cx);
-    cx.finish()
+    let mut out = cx.finish();
+    out.status.bound();
+    out
 }
 
 /// Both baselines' values of the latest interval that measured them (a replay of an older
@@ -103,7 +105,9 @@ fn run(cx: &mut Ctx) {
             None
         }
     };
-    if cx.obs.abort_requested
+    // An abort annotation a retry spent aborts nothing more; `spec.abort` always does.
+    let abort = cx.obs.abort_requested && (cx.spec.abort || !cx.status.abort_annotation_consumed);
+    if abort
         && matches!(
             cx.status.phase,
             Phase::Pending | Phase::Selecting | Phase::Progressing | Phase::Paused

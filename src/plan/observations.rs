@@ -203,6 +203,9 @@ pub enum Action {
     ClearApproval,
     /// Remove the `concurrency.dev/retry` annotation from the experiment: it was acted on.
     ClearRetry,
+    /// Remove the `concurrency.dev/abort` annotation: a retry spent it (it rolled the previous
+    /// run back and must not roll the retried one back too).
+    ClearAbort,
     /// A selection's variants (docs/selection.md).
     Selection(SelectionAction),
     /// Record a Kubernetes Event on the experiment.
@@ -230,6 +233,7 @@ impl Action {
             | Action::RemoveCandidate
             | Action::ClearApproval
             | Action::ClearRetry
+            | Action::ClearAbort
             | Action::Selection(_)
             | Action::Event { .. } => false,
         }

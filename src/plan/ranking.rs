@@ -64,7 +64,6 @@ pub fn rank(
                 config,
                 objective,
                 headroom: v.headroom,
-                checks: v.checks.clone(),
                 verdict,
                 reason,
             };

@@ -5,6 +5,9 @@
 //! in status that it was spent, so an annotation still there after a crash or a failed removal
 //! retries nothing more — not even after the next rollback.
 //!
+//! A retry spends the abort annotation that rolled the last run back (removes it, and ignores
+//! it until it is seen gone), so `abort` then `retry` runs again; `spec.abort: true` refuses it.
+//!
 //! Refused, with a Warning Event saying why, and removed: a `Succeeded` experiment (the
 //! target already runs the candidate), an `Invalid` one (fix the spec and re-create it), one
 //! still running or rolling back (waiting for the rollback to end would retry in a later step
@@ -14,7 +17,7 @@
 use super::conditions;
 use super::ctx::Ctx;
 use super::observations::{Action, EventType};
-use crate::api::{ConcurrencyExperimentStatus, Phase, ANNOTATION_RETRY};
+use crate::api::{ConcurrencyExperimentStatus, Phase, ANNOTATION_ABORT, ANNOTATION_RETRY};
 
 /// The annotation asks for a retry and has not been acted on yet.
 fn requested(cx: &Ctx) -> bool {
@@ -28,6 +31,11 @@ pub fn handle(cx: &mut Ctx) {
     }
     let target = cx.spec.target_ref.name.clone();
     let why = match cx.status.phase {
+        Phase::RolledBack if cx.spec.abort => {
+            "spec.abort is true, so the retried experiment would roll back at once; set it to \
+             false, then annotate again"
+                .into()
+        }
         Phase::RolledBack => match &cx.obs.other_experiment {
             Some(other) => format!(
                 "experiment {other} runs on Deployment {target} now; retry once it has finished"
@@ -68,17 +76,26 @@ fn retry(cx: &mut Ctx) {
         .into_iter()
         .filter(|c| c.type_ != conditions::NO_DATA)
         .collect();
+    // The abort annotation still there is the one that rolled the last run back (`spec.abort`
+    // is false here): spent, and removed, so the retried run is not aborted at once.
+    let abort_spent = cx.obs.abort_requested;
     cx.status = ConcurrencyExperimentStatus {
         phase: Phase::Pending,
         observed_generation: old.observed_generation,
         conditions,
         approve_annotation_consumed: old.approve_annotation_consumed,
         retry_annotation_consumed: true,
+        abort_annotation_consumed: abort_spent,
         ..Default::default()
+    };
+    let removed = if abort_spent {
+        format!(" Removing annotation {ANNOTATION_ABORT}, which rolled the last run back.")
+    } else {
+        String::new()
     };
     let msg = format!(
         "Retried on request (annotation {ANNOTATION_RETRY}){after}: starting again from stage \
-         1 with a fresh history."
+         1 with a fresh history.{removed}"
     );
     cx.event(EventType::Normal, "Retried", msg);
 }
@@ -86,6 +103,13 @@ fn retry(cx: &mut Ctx) {
 /// After the phase handlers: keep asking for the removal until it shows, then forget. Last,
 /// so it never delays an action that moves traffic.
 pub fn settle(cx: &mut Ctx) {
+    if cx.status.abort_annotation_consumed && !cx.obs.deleting() {
+        if cx.obs.abort_requested {
+            cx.actions.push(Action::ClearAbort);
+        } else {
+            cx.status.abort_annotation_consumed = false;
+        }
+    }
     if !cx.status.retry_annotation_consumed || cx.obs.deleting() {
         return;
     }

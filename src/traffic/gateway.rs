@@ -134,33 +134,59 @@ pub fn split_route_patch(
     Ok(rules_patch(route, new_rules))
 }
 
-/// Merge patch putting back the backendRefs saved by [`route_backend_refs`], keeping the
-/// rest of each rule as it is now.
+/// Merge patch putting back, in every rule that sends traffic to one of `ours` (the Services
+/// the experiment made), the backendRefs saved by [`route_backend_refs`], keeping the rest of
+/// each rule as it is now. Rules without any of ours — the user's own, or added since — are
+/// left as they are. When someone added or removed rules mid-flight the saved refs no longer
+/// line up with the rules: such a rule is restored by undoing the split instead — ours go,
+/// `service` takes their place with the share they had together (the first one's port and
+/// filters), and the other backends' weights, scaled by 100 at the split, are scaled back — so
+/// a rollback or deletion never waits for a person.
 pub fn restore_route_patch(
     route: &Value,
     original_refs_json: &str,
+    service: &str,
+    ours: &[&str],
 ) -> Result<Value, WorkloadError> {
     let stored: Vec<Value> = serde_json::from_str(original_refs_json)
         .map_err(|e| WorkloadError::StoredRouteRefs(e.to_string()))?;
+    let namespace = route.pointer("/metadata/namespace").and_then(Value::as_str);
     let current = rules(route)?;
-    if stored.len() != current.len() {
-        return Err(WorkloadError::RouteRulesChanged {
-            route: route_name(route),
-            stored: stored.len(),
-            current: current.len(),
-        });
-    }
+    let aligned = stored.len() == current.len();
     let new_rules = current
         .iter()
-        .zip(stored)
-        .map(|(rule, refs)| {
+        .enumerate()
+        .map(|(i, rule)| {
+            let Some(refs) = rule.get("backendRefs").and_then(Value::as_array) else {
+                return rule.clone();
+            };
+            let split = |b: &Value| ours.iter().any(|n| refers_to(b, n, namespace));
+            let Some(first) = refs.iter().position(split) else {
+                return rule.clone();
+            };
             let mut rule = rule.clone();
-            if let Some(fields) = rule.as_object_mut() {
-                match refs {
-                    Value::Null => fields.remove("backendRefs"),
-                    refs => fields.insert("backendRefs".to_string(), refs),
-                };
+            let saved = stored.get(i).filter(|_| aligned).and_then(Value::as_array);
+            if let Some(saved) =
+                saved.filter(|s| s.iter().any(|b| refers_to(b, service, namespace)))
+            {
+                rule["backendRefs"] = Value::Array(saved.clone());
+                return rule;
             }
+            let share = refs.iter().filter(|b| split(b)).map(weight).sum::<i64>() / 100;
+            let mut new_refs = Vec::with_capacity(refs.len());
+            for (i, backend) in refs.iter().enumerate() {
+                if i == first {
+                    let mut user = backend.clone();
+                    user["name"] = json!(service);
+                    user["weight"] = json!(share);
+                    new_refs.push(user);
+                } else if !split(backend) {
+                    let mut other = backend.clone();
+                    other["weight"] = json!(weight(backend) / 100);
+                    new_refs.push(other);
+                }
+            }
+            rule["backendRefs"] = Value::Array(new_refs);
             rule
         })
         .collect();

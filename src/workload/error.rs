@@ -55,15 +55,6 @@ pub enum WorkloadError {
         "spec.traffic.httpRoute: no rule of HTTPRoute {route} has a backendRef to Service {service}"
     )]
     ServiceNotInRoute { route: String, service: String },
-    #[error(
-        "status.original.routeBackendRefs: {stored} rules were saved but HTTPRoute {route} now has \
-         {current}; restore its backendRefs by hand"
-    )]
-    RouteRulesChanged {
-        route: String,
-        stored: usize,
-        current: usize,
-    },
     #[error("status.original.routeBackendRefs: not a JSON list of backendRefs per rule: {0}")]
     StoredRouteRefs(String),
     #[error(
@@ -116,7 +107,6 @@ impl WorkloadError {
             WorkloadError::ServiceWithoutPorts { .. } => "ServiceWithoutPorts",
             WorkloadError::RouteWithoutRules { .. } => "InvalidRoute",
             WorkloadError::ServiceNotInRoute { .. } => "ServiceNotInRoute",
-            WorkloadError::RouteRulesChanged { .. } => "RouteChanged",
             WorkloadError::StoredRouteRefs(_) => "InvalidOriginalRoute",
             WorkloadError::UnrewritableFlag { .. } | WorkloadError::UnreadableScript { .. } => {
                 "UnrewritableFlags"

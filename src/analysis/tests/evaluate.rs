@@ -9,7 +9,6 @@ use crate::api::{AnalysisRecord, CheckResult, Verdict};
 fn latency_result(b: f64, c: f64) -> CheckResult {
     CheckResult {
         name: "latency".into(),
-        query: String::new(),
         baseline: Some(b),
         candidate: Some(c),
         limit: String::new(),
@@ -43,6 +42,7 @@ fn thin_intervals_do_not_feed_the_statistics() {
     let measured = || Measured {
         result: latency_result(0.4, 0.41),
         limits: Some((Limits::from_check(&a.checks[0]).unwrap(), Unit::Seconds)),
+        query: None,
     };
     // With the current interval: 6 samples, 5 of them clearly slower (exact p = 30/924).
     let r = judge_measured(measured(), &a, &history, true);
@@ -60,6 +60,7 @@ fn thin_intervals_do_not_feed_the_statistics() {
         Measured {
             result: unmeasured.clone(),
             limits: None,
+            query: None,
         },
         &a,
         &history,

@@ -72,7 +72,6 @@ async fn at_full_weight_without_a_reference_the_last_measured_baseline_is_used()
         candidate_requests: Some(600.0),
         checks: vec![CheckResult {
             name: "latency".into(),
-            query: String::new(),
             baseline: Some(0.070),
             candidate: Some(0.071),
             limit: String::new(),

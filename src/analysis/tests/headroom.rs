@@ -56,7 +56,7 @@ async fn a_config_far_from_its_capacity_passes() {
         (baseline - (1.0 - 30.0 / (12.0 / 0.062))).abs() < 1e-9,
         "{baseline}"
     );
-    assert_eq!(c.query, HEADROOM_SOURCE);
+    assert_eq!(out.queries["headroom"], HEADROOM_SOURCE);
     assert_eq!(c.limit, "min 30%");
     assert_eq!(out.record.verdict, Verdict::Pass);
 }

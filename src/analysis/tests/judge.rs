@@ -28,7 +28,6 @@ fn latency(max: Option<&str>, inc: Option<&str>) -> (Limits, Unit) {
 fn result(name: &str, verdict: Verdict) -> CheckResult {
     CheckResult {
         name: name.into(),
-        query: String::new(),
         baseline: None,
         candidate: None,
         limit: String::new(),

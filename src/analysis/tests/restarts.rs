@@ -117,6 +117,7 @@ fn outcome(verdict: crate::api::Verdict, reason: &str) -> crate::analysis::Analy
         },
         recommendation: None,
         no_data: false,
+        queries: Default::default(),
     }
 }
 

@@ -105,7 +105,6 @@ fn record(b_req: f64, c_req: f64, base: Option<f64>, cand: Option<f64>) -> Analy
         candidate_requests: Some(c_req),
         checks: vec![CheckResult {
             name: "latency".into(),
-            query: String::new(),
             baseline: base,
             candidate: cand,
             limit: String::new(),

@@ -24,7 +24,7 @@ use super::error::{is_not_found, Error, Result};
 use super::fetch::Fetched;
 use super::observe::{owned_services, service_named};
 use super::owner::owned_by;
-use crate::api::{ConcurrencyExperiment, ANNOTATION_APPROVE, ANNOTATION_RETRY};
+use crate::api::{ConcurrencyExperiment, ANNOTATION_ABORT, ANNOTATION_APPROVE, ANNOTATION_RETRY};
 use crate::plan::{Action, EventType};
 use crate::{traffic, workload};
 
@@ -78,6 +78,7 @@ impl<'a> Actor<'a> {
                 Action::RemoveCandidate => self.remove_candidate().await?,
                 Action::ClearApproval => self.clear_annotation(ANNOTATION_APPROVE).await?,
                 Action::ClearRetry => self.clear_annotation(ANNOTATION_RETRY).await?,
+                Action::ClearAbort => self.clear_annotation(ANNOTATION_ABORT).await?,
                 Action::Selection(a) => self.selection(a).await?,
                 Action::Event {
                     type_,

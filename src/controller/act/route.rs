@@ -67,7 +67,9 @@ impl<'a> Actor<'a> {
 
     /// Splits the route between `backends`, replacing the refs to any Service of this
     /// experiment: after a selection, stage 1's split replaces the selection's.
-    pub(super) async fn patch_route_split(&self, backends: &[(&str, i32)]) -> Result<()> {
+    /// Every Service name the experiment made or would make: what a split replaces and a
+    /// restore removes.
+    fn our_services(&self) -> Vec<String> {
         let mut ours: Vec<String> = owned_services(self.exp, self.fetched)
             .map(|s| s.name_any())
             .collect();
@@ -79,6 +81,11 @@ impl<'a> Actor<'a> {
             ours.extend([names.baseline, names.candidate, names.fresh_baseline]);
             ours.extend(names.candidates);
         }
+        ours
+    }
+
+    pub(super) async fn patch_route_split(&self, backends: &[(&str, i32)]) -> Result<()> {
+        let ours = self.our_services();
         let ours: Vec<&str> = ours.iter().map(String::as_str).collect();
         let route = self.route()?;
         let waiting = self
@@ -127,7 +134,10 @@ impl<'a> Actor<'a> {
         let original = self
             .original_route
             .ok_or_else(|| self.route_error("its original backendRefs were never saved"))?;
-        let patch = traffic::restore_route_patch(route, original)?;
+        let ours = self.our_services();
+        let ours: Vec<&str> = ours.iter().map(String::as_str).collect();
+        let user = self.user_service()?.name_any();
+        let patch = traffic::restore_route_patch(route, original, &user, &ours)?;
         self.patch_route(patch).await
     }
 }

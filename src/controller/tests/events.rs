@@ -30,9 +30,18 @@ fn two_eliminations_in_a_row_are_two_events_and_a_repeat_is_one() {
 
 #[test]
 fn the_note_is_cut_at_the_api_limit_and_the_digest_is_of_what_is_sent() {
+    // 1,000 characters of 2 bytes each are 2,000 bytes: the API would refuse the Event.
     let long = "é".repeat(1500);
     let e = event(EventType::Normal, "Started", &long);
-    assert_eq!(e.note.as_ref().map(|n| n.chars().count()), Some(1000));
+    let note = e.note.clone().unwrap();
+    assert!(note.len() <= 1024, "{} bytes", note.len());
+    assert!(note.len() >= 1020, "cut too short: {} bytes", note.len());
+    assert!(note.ends_with('…'), "{note}");
+    assert!(long.starts_with(note.trim_end_matches('…')));
+    // Three-byte characters: a cut never splits one.
+    let kana = "キ".repeat(400);
+    let note = event(EventType::Normal, "Started", &kana).note.unwrap();
+    assert!(note.len() <= 1024 && note.chars().all(|c| c == 'キ' || c == '…'));
     let longer = format!("{long}and more");
     assert_eq!(
         event(EventType::Normal, "Started", &longer).action,

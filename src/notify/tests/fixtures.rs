@@ -86,7 +86,6 @@ pub fn failed_analysis() -> AnalysisRecord {
         checks: vec![
             CheckResult {
                 name: "latency".into(),
-                query: "q1".into(),
                 baseline: Some(0.072),
                 candidate: Some(0.072),
                 limit: "maxIncrease 10%".into(),
@@ -95,7 +94,6 @@ pub fn failed_analysis() -> AnalysisRecord {
             },
             CheckResult {
                 name: "queueTime".into(),
-                query: "q2".into(),
                 baseline: Some(0.0017),
                 candidate: Some(0.4592),
                 limit: "max 50ms".into(),

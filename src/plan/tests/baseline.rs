@@ -36,7 +36,6 @@ fn judged(run: &Run, baseline: f64, candidate: f64) -> Option<AnalysisOutcome> {
     let (verdict, reason) = judge_check(&limits, Unit::of(check), baseline, Some(candidate), None);
     let checks = vec![CheckResult {
         name,
-        query: String::new(),
         baseline,
         candidate: Some(candidate),
         limit: limits.written.clone(),
@@ -61,6 +60,7 @@ fn judged(run: &Run, baseline: f64, candidate: f64) -> Option<AnalysisOutcome> {
         },
         recommendation: None,
         no_data: false,
+        queries: Default::default(),
     })
 }
 
@@ -180,6 +180,7 @@ fn empty_outcome(run: &Run) -> AnalysisOutcome {
         record: rec,
         recommendation: None,
         no_data: true,
+        queries: Default::default(),
     }
 }
 

@@ -406,7 +406,6 @@ fn queueing_beyond_its_max_at_the_current_share_refuses_the_step() {
     run.tick(None);
     let queue = |candidate: f64| CheckResult {
         name: "queueTime".into(),
-        query: String::new(),
         baseline: Some(0.004),
         candidate: Some(candidate),
         limit: "max 50ms".into(),

@@ -47,7 +47,6 @@ pub fn record(verdict: Verdict, secs: i64, stage_index: i32, weight: i32) -> Ana
         candidate_requests: Some(300.0),
         checks: vec![CheckResult {
             name: "latency".into(),
-            query: "histogram_quantile(0.99, …)".into(),
             baseline: Some(0.41),
             candidate: Some(if verdict == Verdict::Fail { 0.62 } else { 0.4 }),
             limit: "max 500ms".into(),
@@ -102,6 +101,8 @@ pub struct World {
     pub generation: i64,
     /// The experiment carries `concurrency.dev/retry: "true"`; `ClearRetry` removes it.
     pub retry_annotation: bool,
+    /// The experiment carries `concurrency.dev/abort: "true"`; `ClearAbort` removes it.
+    pub abort_annotation: bool,
     /// Another live experiment on the same target.
     pub other_experiment: Option<String>,
     /// What the shell would report in `Observations::spec_error`.
@@ -150,6 +151,7 @@ impl World {
             candidate_stale: false,
             generation: 1,
             retry_annotation: false,
+            abort_annotation: false,
             other_experiment: None,
             spec_error: None,
             not_ours: Vec::new(),
@@ -203,6 +205,7 @@ impl World {
                 Action::RemoveCandidate => self.candidate = None,
                 Action::ClearApproval => self.approve_annotation = false,
                 Action::ClearRetry => self.retry_annotation = false,
+                Action::ClearAbort => self.abort_annotation = false,
                 Action::Event { .. } | Action::Selection(_) => {}
             }
         }
@@ -236,7 +239,7 @@ impl World {
             generation: self.generation,
             deleting_since: None,
             namespace_terminating: false,
-            abort_requested: false,
+            abort_requested: self.abort_annotation,
             promotion_approved: self.spec_approved,
             resume_requested: self.approve_annotation,
             retry_requested: self.retry_annotation,
@@ -311,6 +314,7 @@ impl Run {
                     record,
                     recommendation: None,
                     no_data: false,
+                    queries: Default::default(),
                 });
             }
         }

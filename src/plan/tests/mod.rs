@@ -3,6 +3,7 @@
 mod approval;
 mod autoscaler;
 mod baseline;
+mod bounds;
 mod capacity;
 mod deadline;
 mod edit;

@@ -274,6 +274,7 @@ fn analyses_are_recorded_once_and_truncated() {
                 message: "4 threads".into(),
             }),
             no_data: false,
+            queries: Default::default(),
         })
     };
     run.tick_with(None, with);

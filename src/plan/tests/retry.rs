@@ -225,6 +225,7 @@ fn a_retry_forgets_the_no_data_warning_of_the_last_run() {
                 record: rec,
                 recommendation: None,
                 no_data: true,
+                queries: Default::default(),
             });
         }
         let analysis = obs.analysis.clone();
@@ -238,4 +239,87 @@ fn a_retry_forgets_the_no_data_warning_of_the_last_run() {
     assert_eq!(run.status.phase, Phase::Progressing);
     assert!(conditions::get(&run.status, conditions::NO_DATA).is_none());
     assert_eq!(run.status.no_data_analyses, 0);
+}
+
+/// As documented: `kubectl annotate … concurrency.dev/abort=true`, then
+/// `kubectl annotate … concurrency.dev/retry=true`. The abort annotation that rolled the run
+/// back is spent by the retry and removed; the retried run goes on, and a new abort still
+/// aborts it.
+#[test]
+fn abort_then_retry_by_annotations_runs_again_and_a_new_abort_still_aborts() {
+    let mut run = in_stage_two(spec());
+    run.world.abort_annotation = true;
+    while run.status.phase != Phase::RolledBack {
+        run.now += 5;
+        run.tick(None);
+        assert!(run.now < 10_000);
+    }
+    assert_eq!(
+        run.status.decision.as_ref().unwrap().reason,
+        "Aborted",
+        "{:?}",
+        run.status.decision
+    );
+    // The abort annotation is still on the object (the operator never removed it).
+    assert!(run.world.abort_annotation);
+    run.world.retry_annotation = true;
+    run.now += 5;
+    let out = run.tick(None).clone();
+    assert_eq!(events(&out.actions), ["Retried", "Started"]);
+    assert!(
+        out.actions.contains(&Action::ClearAbort),
+        "{:?}",
+        out.actions
+    );
+    assert!(message(&out.actions, "Retried").contains("concurrency.dev/abort"));
+    assert_eq!(run.status.phase, Phase::Progressing);
+    assert!(!run.world.abort_annotation && !run.world.retry_annotation);
+    // Seen gone: forgotten, and the retried run goes on.
+    run.advance(60, 3, Verdict::Pass);
+    assert_eq!(run.status.phase, Phase::Progressing);
+    assert!(!run.status.abort_annotation_consumed);
+    // A new abort aborts.
+    run.world.abort_annotation = true;
+    run.now += 5;
+    run.tick(None);
+    assert_eq!(run.status.phase, Phase::RollingBack);
+}
+
+/// A removal that failed: the spent annotation is asked away again and aborts nothing.
+#[test]
+fn a_spent_abort_annotation_still_there_aborts_nothing_but_spec_abort_does() {
+    let mut run = in_stage_two(spec());
+    run.world.abort_annotation = true;
+    while run.status.phase != Phase::RolledBack {
+        run.now += 5;
+        run.tick(None);
+        assert!(run.now < 10_000);
+    }
+    run.world.retry_annotation = true;
+    run.now += 5;
+    // The removal fails: the annotation stays.
+    run.tick_with(None, |_| {});
+    run.world.abort_annotation = true;
+    run.now += 5;
+    let out = run.tick(None).clone();
+    assert_eq!(out.status.phase, Phase::Progressing);
+    assert!(out.actions.contains(&Action::ClearAbort));
+    // spec.abort is a level of its own: it aborts whatever the annotation's state.
+    run.world.abort_annotation = true;
+    run.spec.abort = true;
+    run.now += 5;
+    run.tick(None);
+    assert_eq!(run.status.phase, Phase::RollingBack);
+}
+
+#[test]
+fn a_retry_with_spec_abort_set_is_refused() {
+    let mut run = rolled_back();
+    run.spec.abort = true;
+    run.world.retry_annotation = true;
+    run.now += 5;
+    let out = run.tick(None).clone();
+    assert_eq!(out.status.phase, Phase::RolledBack);
+    let msg = message(&out.actions, "RetryRefused");
+    assert!(msg.contains("spec.abort is true"), "{msg}");
 }

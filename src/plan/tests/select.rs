@@ -212,6 +212,7 @@ fn low_signal_is_counted_and_require_signal_holds_the_choice() {
                         record,
                         recommendation: None,
                         no_data: false,
+                        queries: Default::default(),
                     },
                     objective: Some((180.0 + i as f64) * MIB),
                 }

@@ -185,6 +185,7 @@ impl Sel {
                     },
                     recommendation: None,
                     no_data: false,
+                    queries: Default::default(),
                 },
                 objective: Some(mem * MIB),
             })

@@ -194,6 +194,7 @@ fn replaying_the_same_observations_changes_nothing() {
                 record: record(v, run.now, stage, obs.effective_weight),
                 recommendation: None,
                 no_data: false,
+                queries: Default::default(),
             });
         }
         let first = step(&run.spec, &run.status, &obs);
