@@ -309,17 +309,11 @@ async fn read_capped(mut response: reqwest::Response, cap: usize) -> Result<Vec<
     Ok(body)
 }
 
-/// `text` cut to at most `max` bytes at a character boundary, on one line.
+/// `text` on one line, cut to at most `max` bytes at a character boundary (`api::truncate`,
+/// the one home of byte budgets).
 fn truncate(text: &str, max: usize) -> String {
     let line = text.split_whitespace().collect::<Vec<_>>().join(" ");
-    if line.len() <= max {
-        return line;
-    }
-    let mut end = max;
-    while !line.is_char_boundary(end) {
-        end -= 1;
-    }
-    format!("{}…", &line[..end])
+    crate::api::truncate(&line, max)
 }
 
 /// The JSON body of `/api/v1/query`.
