@@ -82,11 +82,14 @@ class ServerTest < Minitest::Test
 
   # One GVL: four threads each needing 100 ms of CPU cannot all run at once, and the waiting
   # must show up as GVL wait (estimated on Ruby 3.1, measured with gvltools on 3.2+). Started
-  # together they would wait 0 + 100 + 200 + 300 ms; the client's threads start staggered on a
-  # busy machine (0.20 s seen in CI), so the bound asks for a clear share of that, not all.
+  # together they would wait 0 + 100 + 200 + 300 ms. Each request first waits 400 ms on a
+  # "query" (GVL released): without it Puma's accept loop, which needs the GVL too, took the
+  # next connection only after the running request's CPU burst, so the requests ran one after
+  # another (8 ms of GVL wait in a CI run). With it every request is in its thread before any
+  # CPU work starts, even with the client's threads staggered on a busy machine (0.20 s seen).
   def test_puma_threads_contending_for_the_gvl_report_gvl_wait
     start_server("SERVER" => "puma", "RAILS_MAX_THREADS" => "4")
-    Array.new(4) { Thread.new { get("/?cpu_ms=100&io_calls=0") } }.each(&:join)
+    Array.new(4) { Thread.new { get("/?cpu_ms=100&io_calls=0&db_calls=1&db_ms=400") } }.each(&:join)
     m = metrics
     assert_equal 4, m['rails_requests_total{status="200"}']
     assert_operator m["ruby_running_seconds_total"], :>=, 0.4
