@@ -7,6 +7,7 @@ require_relative "concurrency_metrics/timing"
 require_relative "concurrency_metrics/middleware"
 require_relative "concurrency_metrics/adapters"
 require_relative "concurrency_metrics/instrumentation"
+require_relative "concurrency_metrics/pool_wait"
 
 # Per-request running / I/O-wait / GVL-wait seconds for concurrency-operator, published through
 # yabeda, prometheus_exporter or the plain Prometheus client. See README.md.
@@ -16,12 +17,13 @@ module ConcurrencyMetrics
 
   # What a configured process uses: fixed once started, read without locks by requests.
   class State
-    attr_reader :config, :gvl_mode, :adapters, :runqueue
+    attr_reader :config, :gvl_mode, :adapters, :runqueue, :totals
 
-    def initialize(config, gvl_mode, adapters)
+    def initialize(config, gvl_mode, adapters, totals = [])
       @config = config
       @gvl_mode = gvl_mode
       @adapters = adapters.freeze
+      @totals = totals.freeze
       wanted = config.runqueue == :auto ? gvl_mode == :estimate : config.runqueue
       @runqueue = wanted && RunQueue.available?
       freeze
@@ -36,6 +38,17 @@ module ConcurrencyMetrics
     def record(sample)
       @adapters.each do |adapter|
         adapter.record(sample)
+      rescue StandardError => e
+        @config.on_error&.call(e)
+      end
+    end
+
+    # An unsampled total (Names::TOTALS), for adapters that keep them (#add).
+    def add(field, seconds)
+      return unless @totals.include?(field)
+
+      @adapters.each do |adapter|
+        adapter.add(field, seconds) if adapter.respond_to?(:add)
       rescue StandardError => e
         @config.on_error&.call(e)
       end
@@ -59,9 +72,19 @@ module ConcurrencyMetrics
       Gvl.enable_hook if mode == :hook
       Instrumentation.install(config.instrument) if mode == :estimate
       adapters = config.backends.map { |b| Adapters.build(b, config) }
-      @state = State.new(config, mode, adapters)
-      adapters.each { |a| a.setup(@state.info) }
+      totals = []
+      totals << :db_pool_wait if pool_wait?(config)
+      @state = State.new(config, mode, adapters, totals)
+      adapters.each do |a|
+        a.setup(@state.info)
+        a.setup_totals(totals) if totals.any? && a.respond_to?(:setup_totals)
+      end
       @state
+    end
+
+    # Seconds a thread waited for a database connection (PoolWait).
+    def pool_waited(seconds)
+      @state&.add(:db_pool_wait, seconds)
     end
 
     # "hook" or "estimate" once configured, else nil.
@@ -86,6 +109,20 @@ module ConcurrencyMetrics
     def after_fork
       @state&.adapters&.each { |a| a.after_fork if a.respond_to?(:after_fork) }
     end
+
+    private
+
+    # :auto: when ActiveRecord is loaded (Rails loads it before the initializers run).
+    def pool_wait?(config)
+      wanted = config.db_pool_wait == :auto ? defined?(::ActiveRecord::Base) : config.db_pool_wait
+      return false unless wanted
+      return true if PoolWait.install
+
+      config.on_error&.call(ConfigError.new("db_pool_wait: this ActiveRecord has no ConnectionPool::Queue#wait_poll to time"))
+      false
+    end
+
+    public
 
     # Forget the configuration (tests).
     def reset!

@@ -119,6 +119,40 @@ class AdaptersTest < Minitest::Test
     end
   end
 
+  # The DB pool wait: unsampled, registered only when switched on, under the operator's name.
+  POOL = "ruby_db_pool_wait_seconds_total"
+
+  def test_the_pool_wait_total_in_every_backend_only_when_switched_on
+    FakeYabeda.reset!
+    FakeYabeda.configure!
+    yabeda = ConcurrencyMetrics::Adapters::Yabeda.new(FakeYabeda)
+    collector = FakePrometheusExporter::Collector.new
+    exporter = ConcurrencyMetrics::Adapters::PrometheusExporter.new(FakePrometheusExporter::Client.new(collector))
+    registry = FakeClientRuby::Registry.new
+    client = ConcurrencyMetrics::Adapters::PrometheusClient.new(registry)
+    ConcurrencyMetrics.configure { |c| c.backend = [yabeda, exporter, client] }
+    ConcurrencyMetrics.pool_waited(0.5)
+    refute FakeYabeda.exposition.key?(POOL), "no ActiveRecord here: :auto leaves it off"
+    assert_nil registry.get(POOL.to_sym)
+
+    [yabeda, exporter, client].each { |a| a.setup_totals([:db_pool_wait]) }
+    ConcurrencyMetrics.reset!
+    state = ConcurrencyMetrics::State.new(ConcurrencyMetrics::Config.new, :estimate, [yabeda, exporter, client], [:db_pool_wait])
+    ConcurrencyMetrics.instance_variable_set(:@state, state)
+    ConcurrencyMetrics.after_fork
+    assert_equal({ {} => 0 }, collector.exposition[POOL], "exists at 0 before the first wait")
+    ConcurrencyMetrics.pool_waited(0.25)
+    ConcurrencyMetrics.pool_waited(0.5)
+    assert_in_delta 0.75, FakeYabeda.exposition.fetch(POOL).fetch({}), 1e-9
+    assert_in_delta 0.75, collector.exposition.fetch(POOL).fetch({}), 1e-9
+    assert_in_delta 0.75, registry.get(POOL.to_sym).values.fetch({}), 1e-9
+  end
+
+  def test_db_pool_wait_setting_is_checked
+    err = assert_raises(ConcurrencyMetrics::ConfigError) { ConcurrencyMetrics::Config.new.db_pool_wait = "yes" }
+    assert_match(/db_pool_wait must be :auto, true or false/, err.message)
+  end
+
   def test_a_missing_library_is_a_clear_error
     err = assert_raises(ConcurrencyMetrics::ConfigError) do
       ConcurrencyMetrics.configure { |c| c.backend = :yabeda }

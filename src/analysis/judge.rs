@@ -31,7 +31,9 @@ impl Unit {
                 BuiltinMetric::GvlWait
                 | BuiltinMetric::ErrorRate
                 | BuiltinMetric::ThreadUtilization
-                | BuiltinMetric::Headroom,
+                | BuiltinMetric::Headroom
+                | BuiltinMetric::DbPoolWait
+                | BuiltinMetric::CpuUtilization,
             ) => Unit::Share,
             Some(BuiltinMetric::Backlog) => Unit::Plain,
             None => [&check.max, &check.min]

@@ -36,7 +36,7 @@ use promql_parser::parser::{self, Expr, VectorSelector};
 
 use crate::api::{format_duration, Analysis, BuiltinMetric, MetricNames, MetricPreset};
 
-use super::queries::is_headroom;
+use super::queries::{is_headroom, CPU_QUOTA, CPU_SHARES};
 use super::source::{MetricSource, PrometheusError};
 use super::template::{escape_label_value, pods_regex, render, TemplateVars};
 use super::validate::AnalysisSpecError;
@@ -182,6 +182,8 @@ fn series(name: &str, t: &Target, appears: Appears, writer: &str) -> Series {
 
 const CADVISOR: &str = "the kubelet's cAdvisor (Prometheus scraping /metrics/cadvisor with \
                         namespace, pod and container labels)";
+const POOL_WRITER: &str = "the concurrency-metrics gem with ActiveRecord (docs/your-app.md), \
+                           this repository's reference images and gvl-sim";
 const GVL_WRITER: &str = "this repository's reference images and gvl-sim (their GVL \
                           instrumentation); no published gem writes it";
 
@@ -313,6 +315,40 @@ fn builtin_needs(
             vec![puma(&names.max_threads), puma(&names.pool_capacity)]
         }
         BuiltinMetric::Headroom => vec![requests(), cpu()],
+        BuiltinMetric::DbPoolWait => vec![
+            Need {
+                any_of: vec![series(
+                    &names.db_pool_wait_seconds,
+                    t,
+                    Appears::WithRequests,
+                    POOL_WRITER,
+                )],
+                instead: "add the concurrency-metrics gem (it times ActiveRecord's connection \
+                          checkout waits), or judge the pool with a custom check on \
+                          yabeda-activerecord's activerecord_connection_pool_waiting"
+                    .into(),
+            },
+            duration(),
+        ],
+        BuiltinMetric::CpuUtilization => {
+            let cadvisor = |name: &str| series(name, t, Appears::AtScrape, CADVISOR);
+            vec![
+                Need {
+                    any_of: vec![cadvisor(&names.cpu_usage)],
+                    instead: format!(
+                        "have Prometheus scrape the kubelet's cAdvisor, or set \
+                         spec.analysis.metrics.cpuUsage to the containers' CPU counter (now {})",
+                        names.cpu_usage
+                    ),
+                },
+                Need {
+                    any_of: vec![cadvisor(CPU_QUOTA), cadvisor(CPU_SHARES)],
+                    instead: "keep cAdvisor's container_spec_* series (a metric_relabel_configs \
+                              rule may drop them), or drop the check"
+                        .into(),
+                },
+            ]
+        }
     }
 }
 

@@ -81,6 +81,7 @@ pub fn validate_names(names: &MetricNames) -> Result<(), QueryError> {
     metric("queueTime", &names.queue_time)?;
     metric("memory", &names.memory)?;
     metric("cpuUsage", &names.cpu_usage)?;
+    metric("dbPoolWaitSeconds", &names.db_pool_wait_seconds)?;
     metric("backlog", &names.backlog)?;
     if let Some(b) = &names.busy_threads {
         metric("busyThreads", b)?;
@@ -211,8 +212,37 @@ pub fn builtin_template(
             format!("avg(sum by (pod) (avg_over_time({b}{{{SELECTOR}}}[{{{{interval}}}}])))")
         }
         BuiltinMetric::ThreadUtilization => thread_utilization(names)?,
+        BuiltinMetric::DbPoolWait => {
+            let p = metric("dbPoolWaitSeconds", &names.db_pool_wait_seconds)?;
+            let h = metric("requestDuration", &names.request_duration)?;
+            format!(
+                "sum(rate({p}{{{SELECTOR}}}[{{{{interval}}}}])) / sum(rate({h}_sum{{{SELECTOR}}}[{{{{interval}}}}]))"
+            )
+        }
+        BuiltinMetric::CpuUtilization => cpu_utilization(names)?,
         BuiltinMetric::Headroom => return Err(QueryError::NotAQuery { check: "headroom" }),
     })
+}
+
+/// cAdvisor's CPU limit (quota over period, `-1` without a limit) and request (shares: 1024
+/// per core, 2 without a request) of a container: fixed names, as the kubelet writes them.
+pub const CPU_QUOTA: &str = "container_spec_cpu_quota";
+pub const CPU_PERIOD: &str = "container_spec_cpu_period";
+pub const CPU_SHARES: &str = "container_spec_cpu_shares";
+
+/// The busiest pod's CPU over its limit, else its request. Per pod, because seed 004's rule
+/// is "any worker at 100 %"; a container with neither limit nor request has no value
+/// (Inconclusive), not a share of an unlimited CPU.
+fn cpu_utilization(names: &MetricNames) -> Result<String, QueryError> {
+    let cpu = metric("cpuUsage", &names.cpu_usage)?;
+    let sel = format!(r#"{{{SELECTOR},container="{{{{container}}}}"}}"#);
+    let spec = |m: &str| format!("max by (pod) ({m}{sel})");
+    Ok(format!(
+        "max(sum by (pod) (rate({cpu}{sel}[{{{{interval}}}}])) / on (pod) (({} > 0) / {} or ({} > 2) / 1024))",
+        spec(CPU_QUOTA),
+        spec(CPU_PERIOD),
+        spec(CPU_SHARES)
+    ))
 }
 
 /// Busy threads over max threads of the variant's pods, averaged over the interval. Without a

@@ -172,6 +172,13 @@ pub enum BuiltinMetric {
     /// capacity model (docs/capacity.md), not a query of its own: refuses a config that only
     /// passes because today's traffic is light (`min: 30%`).
     Headroom,
+    /// Share of request time spent waiting for an ActiveRecord connection (0–1): a pool
+    /// smaller than the requests in flight (Falcon's fibers, more Puma threads than
+    /// connections). `ruby_db_pool_wait_seconds_total` from the concurrency-metrics gem.
+    DbPoolWait,
+    /// The busiest pod's app-container CPU over its CPU limit, else its request (0–1, cAdvisor
+    /// only): seed 004 keeps workers at 40–60 % and adds one when any pod is at 100 %.
+    CpuUtilization,
 }
 
 impl BuiltinMetric {
@@ -185,6 +192,8 @@ impl BuiltinMetric {
             BuiltinMetric::Backlog => "backlog",
             BuiltinMetric::ThreadUtilization => "threadUtilization",
             BuiltinMetric::Headroom => "headroom",
+            BuiltinMetric::DbPoolWait => "dbPoolWait",
+            BuiltinMetric::CpuUtilization => "cpuUtilization",
         }
     }
 }

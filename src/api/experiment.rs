@@ -172,6 +172,7 @@ static NO_CANDIDATE: ServerConfig = ServerConfig {
     workers: None,
     threads: None,
     min_threads: None,
+    db_pool: None,
     falcon: None,
     env: Vec::new(),
     command: None,

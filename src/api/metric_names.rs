@@ -65,6 +65,9 @@ pub struct MetricsSpec {
     /// the capacity model's CPU per request where the GVL counters have no data.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cpu_usage: Option<String>,
+    /// Counter of seconds requests waited for a DB connection (`dbPoolWait`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub db_pool_wait_seconds: Option<String>,
     /// Puma gauge: requests waiting for a thread.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub backlog: Option<String>,
@@ -93,6 +96,7 @@ pub struct MetricNames {
     pub queue_time: String,
     pub memory: String,
     pub cpu_usage: String,
+    pub db_pool_wait_seconds: String,
     pub backlog: String,
     /// `None`: the exporter has no busy-threads gauge; busy is max − pool capacity.
     pub busy_threads: Option<String>,
@@ -131,6 +135,9 @@ impl MetricNames {
             queue_time: s("rails_request_queue_time_seconds"),
             memory: s("container_memory_working_set_bytes"),
             cpu_usage: s("container_cpu_usage_seconds_total"),
+            // The concurrency-metrics gem's (and the reference images') name in every preset:
+            // yabeda-activerecord has only gauges of waiting threads, no time.
+            db_pool_wait_seconds: s("ruby_db_pool_wait_seconds_total"),
             backlog: s("puma_backlog"),
             // The reference images' `puma_running` is Puma's spawned threads, not busy ones.
             busy_threads: None,
@@ -175,6 +182,7 @@ impl MetricsSpec {
             queue_time: pick(&self.queue_time, base.queue_time),
             memory: pick(&self.memory, base.memory),
             cpu_usage: pick(&self.cpu_usage, base.cpu_usage),
+            db_pool_wait_seconds: pick(&self.db_pool_wait_seconds, base.db_pool_wait_seconds),
             backlog: pick(&self.backlog, base.backlog),
             busy_threads: self.busy_threads.clone().or(base.busy_threads),
             pool_capacity: pick(&self.pool_capacity, base.pool_capacity),

@@ -55,7 +55,8 @@ pub struct FalconOptions {
     validation = Rule::new("!has(self.minThreads) || self.server == 'puma'").message("minThreads is only valid for server: puma").field_path(".minThreads").reason(kube::core::Reason::FieldValueForbidden),
     validation = Rule::new("!has(self.minThreads) || !has(self.threads) || self.minThreads <= self.threads").message("minThreads must not exceed threads").field_path(".minThreads"),
     validation = Rule::new("!has(self.falcon) || self.server == 'falcon'").message("falcon options are only valid for server: falcon").field_path(".falcon").reason(kube::core::Reason::FieldValueForbidden),
-    validation = Rule::new("self.server != 'custom' || has(self.env) || has(self.args) || has(self.command)").message("server: custom needs env, args or command").field_path(".server")
+    validation = Rule::new("self.server != 'custom' || has(self.env) || has(self.args) || has(self.command)").message("server: custom needs env, args or command").field_path(".server"),
+    validation = Rule::new("!has(self.dbPool) || self.server != 'custom'").message("dbPool is only valid for server: puma or falcon (set the app's own variable in env)").field_path(".dbPool").reason(kube::core::Reason::FieldValueForbidden)
 )]
 pub struct ServerConfig {
     /// puma, falcon or custom.
@@ -72,6 +73,15 @@ pub struct ServerConfig {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 1, max = 1024))]
     pub min_threads: Option<i32>,
+    /// ActiveRecord connections per worker process, rendered as `DB_POOL` and, for Falcon, also
+    /// as `RAILS_MAX_THREADS` — the variable Rails' default `config/database.yml` sizes its
+    /// pool from, which no longer means threads under Falcon. Omitted: Puma's pool follows
+    /// `threads` (Rails' default); Falcon keeps the baseline's `RAILS_MAX_THREADS`, so the pool
+    /// never silently drops to Rails' default 5. Seed 004's rule for Falcon: peak fibers per
+    /// worker × 0.6 (docs/experiment-reference.md, "DB pool").
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1, max = 4096))]
+    pub db_pool: Option<i32>,
     /// Falcon start command; omit to keep the image's own command.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub falcon: Option<FalconOptions>,
@@ -108,6 +118,11 @@ pub struct RenderedServer {
     pub threads: Option<i32>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub min_threads: Option<i32>,
+    /// ActiveRecord connections per worker where they are not one per Puma thread: `DB_POOL`,
+    /// else `RAILS_MAX_THREADS` (what Rails' default `database.yml` reads) for Falcon, or for
+    /// Puma when it differs from the thread count.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub db_pool: Option<i32>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub command: Option<Vec<String>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -125,6 +140,9 @@ impl From<&ServerConfig> for RenderedServer {
             workers: c.workers,
             threads: c.threads,
             min_threads: c.min_threads,
+            // Only an explicit pool: a status written before dbPool existed must compare equal
+            // (an edit restarts the experiment). Without it Puma's pool is `threads`.
+            db_pool: c.db_pool,
             command: c.command.clone(),
             args: c.args.clone(),
             unresolved: Vec::new(),
@@ -133,12 +151,18 @@ impl From<&ServerConfig> for RenderedServer {
 }
 
 impl RenderedServer {
-    /// One line for people: `puma 2×6`, `falcon 2 workers`, `custom`.
+    /// One line for people: `puma 2×6`, `falcon 2 workers, pool 6`, `custom`. Puma's pool is
+    /// only shown when it is not one connection per thread.
     pub fn summary(&self) -> String {
         let n = |v: Option<i32>| v.map(|v| v.to_string()).unwrap_or_else(|| "?".into());
+        let pool = match (self.server, self.db_pool) {
+            (ServerKind::Puma, Some(p)) if Some(p) != self.threads => format!(", pool {p}"),
+            (ServerKind::Falcon, Some(p)) => format!(", pool {p}"),
+            _ => String::new(),
+        };
         match self.server {
-            ServerKind::Puma => format!("puma {}×{}", n(self.workers), n(self.threads)),
-            ServerKind::Falcon => format!("falcon {} workers", n(self.workers)),
+            ServerKind::Puma => format!("puma {}×{}{pool}", n(self.workers), n(self.threads)),
+            ServerKind::Falcon => format!("falcon {} workers{pool}", n(self.workers)),
             ServerKind::Custom => "custom".into(),
         }
     }

@@ -1,6 +1,6 @@
 //! Reading a server config back from the target's pod template.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::ResourceRequirements;
@@ -9,7 +9,7 @@ use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use super::command::{self, Setting};
 use super::env::{resolve_env, ConfigMaps, EnvValue};
 use super::names::{
-    ENV_PUMA_MAX_THREADS, ENV_PUMA_MIN_THREADS, ENV_RAILS_MAX_THREADS, ENV_SERVER,
+    ENV_DB_POOL, ENV_PUMA_MAX_THREADS, ENV_PUMA_MIN_THREADS, ENV_RAILS_MAX_THREADS, ENV_SERVER,
     ENV_WEB_CONCURRENCY,
 };
 use super::render::{app_container, render_server};
@@ -17,12 +17,13 @@ use super::WorkloadError;
 use crate::api::{parse_quantity, RenderedServer, ServerConfig, ServerKind};
 
 /// Variables the read-back looks at.
-pub const SERVER_VARS: [&str; 5] = [
+pub const SERVER_VARS: [&str; 6] = [
     ENV_WEB_CONCURRENCY,
     ENV_RAILS_MAX_THREADS,
     ENV_PUMA_MAX_THREADS,
     ENV_PUMA_MIN_THREADS,
     ENV_SERVER,
+    ENV_DB_POOL,
 ];
 
 /// The server config the target runs now: the baseline.
@@ -156,11 +157,20 @@ pub fn read_baseline(
     } else {
         (None, None)
     };
+    // The pool as the environment sizes it; a maybe (envFrom a Secret) is not worth a note.
+    let db_pool = from_env(&[ENV_DB_POOL], false).or_else(|| {
+        from_env(&[ENV_RAILS_MAX_THREADS], false)
+            .filter(|p| server != ServerKind::Puma || Some(*p) != threads)
+    });
+    // RAILS_MAX_THREADS may be unreadable for the threads and the pool alike: one note.
+    let mut seen = BTreeSet::new();
+    unresolved.retain(|u| seen.insert(u.clone()));
     Ok(RenderedServer {
         server,
         workers,
         threads,
         min_threads,
+        db_pool,
         command: c.command.clone(),
         args: c.args.clone(),
         unresolved,

@@ -20,6 +20,8 @@ pub const ENV_WEB_CONCURRENCY: &str = "WEB_CONCURRENCY";
 pub const ENV_RAILS_MAX_THREADS: &str = "RAILS_MAX_THREADS";
 pub const ENV_PUMA_MAX_THREADS: &str = "PUMA_MAX_THREADS";
 pub const ENV_PUMA_MIN_THREADS: &str = "PUMA_MIN_THREADS";
+/// ActiveRecord connections per process, where the app's `database.yml` reads it.
+pub const ENV_DB_POOL: &str = "DB_POOL";
 /// Images that pick their server by env (like the reference images) read this.
 pub const ENV_SERVER: &str = "SERVER";
 

@@ -5,18 +5,15 @@ use k8s_openapi::api::core::v1::{Container, EnvVar};
 use kube::ResourceExt;
 
 use super::names::{
-    ENV_PUMA_MAX_THREADS, ENV_PUMA_MIN_THREADS, ENV_RAILS_MAX_THREADS, ENV_SERVER,
+    ENV_DB_POOL, ENV_PUMA_MAX_THREADS, ENV_PUMA_MIN_THREADS, ENV_RAILS_MAX_THREADS, ENV_SERVER,
     ENV_WEB_CONCURRENCY,
 };
 use super::{command, WorkloadError};
 use crate::api::{FalconMode, ServerConfig, ServerKind};
 
-/// Variables that only mean something to a threaded server.
-const THREAD_VARS: [&str; 3] = [
-    ENV_RAILS_MAX_THREADS,
-    ENV_PUMA_MAX_THREADS,
-    ENV_PUMA_MIN_THREADS,
-];
+/// Variables that only mean something to Puma. `RAILS_MAX_THREADS` is not among them: Rails'
+/// default `database.yml` sizes the DB pool from it whatever the server.
+const PUMA_VARS: [&str; 2] = [ENV_PUMA_MAX_THREADS, ENV_PUMA_MIN_THREADS];
 /// Port for Falcon's default bind when the container declares none (Rails' default).
 const DEFAULT_PORT: i32 = 3000;
 
@@ -95,9 +92,14 @@ pub fn render_server(
             if let Some(workers) = config.workers {
                 set_env(&mut env, ENV_WEB_CONCURRENCY, workers);
             }
-            // Falcon runs one fiber per request; stale thread counts would only mislead (and
-            // size the DB pool by a thread count that no longer exists — set it via `env`).
-            env.retain(|v| !THREAD_VARS.contains(&v.name.as_str()));
+            // Falcon runs one fiber per request: Puma's thread counts would only mislead.
+            // RAILS_MAX_THREADS stays (the baseline's pool) unless dbPool sets it: dropping it
+            // would shrink a default database.yml's pool to 5 (seed 004's
+            // ConnectionTimeoutError), and promotion would write that into the target.
+            env.retain(|v| !PUMA_VARS.contains(&v.name.as_str()));
+            if let Some(pool) = config.db_pool {
+                set_env(&mut env, ENV_RAILS_MAX_THREADS, pool);
+            }
             match config.falcon.as_ref().map(|f| f.mode) {
                 Some(FalconMode::Host) => {
                     set_command(container, ["falcon", "host"].map(String::from).to_vec())
@@ -119,6 +121,9 @@ pub fn render_server(
             }
         }
         ServerKind::Custom => {}
+    }
+    if let Some(pool) = config.db_pool {
+        set_env(&mut env, ENV_DB_POOL, pool);
     }
     if config.server != ServerKind::Custom && env.iter().any(|v| v.name == ENV_SERVER) {
         set_env(&mut env, ENV_SERVER, config.server);

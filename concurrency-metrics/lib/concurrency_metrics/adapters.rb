@@ -9,7 +9,9 @@ module ConcurrencyMetrics
   #   setup(info)    — register the series (idempotent); info is the Hash of
   #                    ruby_gvl_metrics_info's labels (gvl_source, sample_rate, ruby_version);
   #   record(sample) — add one sampled request (a Sample, seconds) to the counters;
-  #   after_fork     — optional, called in each new worker process.
+  #   after_fork     — optional, called in each new worker process;
+  #   setup_totals(fields), add(field, seconds) — optional: the unsampled counters of
+  #                    Names::TOTALS that are switched on (the DB pool wait), and one wait.
   # The three below translate that to yabeda, prometheus_exporter and the Prometheus client;
   # each touches only its library's public API, named in its comments.
   module Adapters

@@ -9,7 +9,7 @@ module ConcurrencyMetrics
     INSTRUMENTS = %i[active_record net_http].freeze
     DEFAULT_IGNORE = ["/metrics", "/healthz", "/up"].freeze
 
-    attr_reader :sample_rate, :backends, :gvl, :instrument, :ignore_paths, :runqueue
+    attr_reader :sample_rate, :backends, :gvl, :instrument, :ignore_paths, :runqueue, :db_pool_wait
     # PrometheusExporter::Client to send to (default: PrometheusExporter::Client.default).
     attr_accessor :prometheus_exporter_client
     # Prometheus::Client::Registry (default: Prometheus::Client.registry).
@@ -24,6 +24,7 @@ module ConcurrencyMetrics
       @backends = []
       @gvl = :auto
       @runqueue = :auto
+      @db_pool_wait = :auto
       @instrument = INSTRUMENTS.dup
       @ignore_paths = DEFAULT_IGNORE.dup
       @random = Random
@@ -72,6 +73,14 @@ module ConcurrencyMetrics
       raise ConfigError, "runqueue must be :auto, true or false, got #{value.inspect}" unless [:auto, true, false].include?(value)
 
       @runqueue = value
+    end
+
+    # Time ActiveRecord's connection checkout waits (ruby_db_pool_wait_seconds_total): :auto
+    # when ActiveRecord is loaded.
+    def db_pool_wait=(value)
+      raise ConfigError, "db_pool_wait must be :auto, true or false, got #{value.inspect}" unless [:auto, true, false].include?(value)
+
+      @db_pool_wait = value
     end
 
     # Libraries whose calls count as I/O wait in estimate mode (the hook sees every wait).

@@ -25,6 +25,15 @@ module ConcurrencyMetrics
              "Wall time of the sampled requests inside the middleware; gvlWait's denominator."]
     }.freeze
 
+    # Counted for every request, not sampled: waits the gem times where they happen rather than
+    # per request. Only registered when switched on (an app without ActiveRecord has no pool,
+    # and a series at 0 would pass the operator's pre-flight lookup for nothing).
+    TOTALS = {
+      db_pool_wait: ["db_pool_wait_seconds_total",
+                     "Time threads waited for an ActiveRecord connection (every connection in " \
+                     "use), all requests (not sampled); the operator's dbPoolWait check."]
+    }.freeze
+
     INFO = ["gvl_metrics_info", "How this process measures the GVL counters (value 1)."].freeze
     INFO_LABELS = %i[gvl_source runqueue_source sample_rate ruby_version].freeze
 

@@ -60,7 +60,7 @@ module Reference
         io_calls: non_negative_int(env, "IO_CALLS", 1),
         db_ms: non_negative_float(env, "DB_MS", 0.0),
         db_calls: non_negative_int(env, "DB_CALLS", 0),
-        db_concurrency: positive_int(env, "DB_CONCURRENCY", 10),
+        db_concurrency: db_concurrency(env),
         io_mode: io_mode,
         delay_url: blank_to_nil(env["DELAY_URL"]),
         metrics_dir: blank_to_nil(env["METRICS_DIR"]),
@@ -91,6 +91,14 @@ module Reference
       raise ConfigError, "#{name} must be an integer >= 0, got #{raw.inspect}" if value.nil? || value.negative?
 
       value
+    end
+
+    # The async worker's DB pool: DB_CONCURRENCY, else the pool variables a Rails app's
+    # database.yml reads (DB_POOL, RAILS_MAX_THREADS — the operator's dbPool renders both for
+    # Falcon, and keeps the baseline's RAILS_MAX_THREADS without it).
+    def db_concurrency(env)
+      name = %w[DB_CONCURRENCY DB_POOL RAILS_MAX_THREADS].find { |n| blank_to_nil(env[n]) }
+      name ? positive_int(env, name, 10) : 10
     end
 
     def positive_int(env, name, default)

@@ -138,6 +138,19 @@ class MetricsTest < Minitest::Test
 
   # METRICS_NAMES=yabeda: the series the operator's `preset: yabeda` reads — yabeda-rack-queue's
   # histogram with its buckets, yabeda-puma-plugin's gauges by worker index with busy_threads.
+  # The async worker's DB pool follows the variables the operator renders for a Falcon
+  # candidate (dbPool: DB_POOL and RAILS_MAX_THREADS; without it the baseline's RAILS_MAX_THREADS).
+  def test_async_db_pool_reads_the_pool_variables
+    pool = ->(env) { Reference::Env.settings(env).db_concurrency }
+    assert_equal 10, pool.call({})
+    assert_equal 6, pool.call("RAILS_MAX_THREADS" => "6")
+    assert_equal 12, pool.call("RAILS_MAX_THREADS" => "12", "DB_POOL" => "12")
+    assert_equal 15, pool.call("RAILS_MAX_THREADS" => "6", "DB_POOL" => "15")
+    assert_equal 2, pool.call("DB_POOL" => "15", "DB_CONCURRENCY" => "2")
+    err = assert_raises(Reference::ConfigError) { pool.call("DB_POOL" => "0") }
+    assert_includes err.message, "DB_POOL"
+  end
+
   def test_yabeda_names
     metrics = Reference::Metrics.new(dir: nil, server: "puma", gvl_source: "estimate", names: "yabeda")
     metrics.attach_server(FakePuma.new({ backlog: 3, running: 4, pool_capacity: 0, max_threads: 4 }))

@@ -156,6 +156,49 @@ fn each_builtin_check_looks_up_the_series_it_cannot_do_without() {
 }
 
 #[test]
+fn db_pool_wait_and_cpu_utilization_name_their_series_and_who_writes_them() {
+    let a = with(
+        r#"[{metric: dbPoolWait, max: "5%"}, {metric: cpuUtilization, max: "90%"}]"#,
+        "{metrics: {preset: yabeda}}",
+    );
+    let s = |v: &[&[&str]]| -> Vec<Vec<String>> {
+        v.iter()
+            .map(|n| n.iter().map(|m| m.to_string()).collect())
+            .collect()
+    };
+    assert_eq!(
+        needs_of(&a, "dbPoolWait"),
+        s(&[
+            &["ruby_db_pool_wait_seconds_total"],
+            &["rails_request_duration_seconds_bucket"]
+        ])
+    );
+    // The CPU counter, and a limit or a request to divide it by.
+    assert_eq!(
+        needs_of(&a, "cpuUtilization"),
+        s(&[
+            &["container_cpu_usage_seconds_total"],
+            &["container_spec_cpu_quota", "container_spec_cpu_shares"]
+        ])
+    );
+}
+
+#[tokio::test]
+async fn a_yabeda_app_without_the_gem_is_told_where_the_pool_counter_comes_from() {
+    let a = with(
+        r#"[{metric: dbPoolWait, max: "5%"}, {metric: cpuUtilization, max: "90%"}]"#,
+        "{metrics: {preset: yabeda}}",
+    );
+    let mut names = YABEDA_APP.to_vec();
+    names.push("container_spec_cpu_shares");
+    let p = run(&a, &Series::of(&names)).await;
+    let text = format!("{p:?}");
+    assert!(text.contains("ruby_db_pool_wait_seconds_total"), "{text}");
+    assert!(text.contains("concurrency-metrics gem"), "{text}");
+    assert!(!text.contains("container_spec_cpu_quota"), "{text}");
+}
+
+#[test]
 fn prometheus_exporter_histograms_may_be_summaries_and_the_gate_off_needs_nothing() {
     let a = with(
         r#"[{metric: latency, max: 1s}]"#,

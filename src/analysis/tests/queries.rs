@@ -67,6 +67,27 @@ fn gvl_wait_is_a_share_of_request_time() {
 }
 
 #[test]
+fn db_pool_wait_is_a_share_of_request_time() {
+    assert_eq!(
+        builtin_template(BuiltinMetric::DbPoolWait, None, &MetricNames::default()).unwrap(),
+        format!("sum(rate(ruby_db_pool_wait_seconds_total{SEL}[{{{{interval}}}}])) / sum(rate(rails_request_duration_seconds_sum{SEL}[{{{{interval}}}}]))")
+    );
+}
+
+#[test]
+fn cpu_utilization_is_the_busiest_pods_cpu_over_its_limit_else_its_request() {
+    let c = r#"{namespace="{{namespace}}",pod=~"{{pods}}",container="{{container}}"}"#;
+    assert_eq!(
+        builtin_template(BuiltinMetric::CpuUtilization, None, &MetricNames::default()).unwrap(),
+        format!(
+            "max(sum by (pod) (rate(container_cpu_usage_seconds_total{c}[{{{{interval}}}}])) / on (pod) \
+             ((max by (pod) (container_spec_cpu_quota{c}) > 0) / max by (pod) (container_spec_cpu_period{c}) \
+             or (max by (pod) (container_spec_cpu_shares{c}) > 2) / 1024))"
+        )
+    );
+}
+
+#[test]
 fn error_rate_is_the_5xx_share() {
     let names = MetricNames {
         requests_total: "http_requests_total".into(),

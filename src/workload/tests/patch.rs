@@ -75,14 +75,14 @@ fn the_patch_sets_only_what_the_candidate_changes_and_committing_it_promotes() {
 }
 
 #[test]
-fn falcon_removes_the_thread_variables_and_sets_its_command() {
+fn falcon_removes_pumas_variables_keeps_the_pool_and_sets_its_command() {
     let target = storefront();
     let config = falcon(2, Some(FalconMode::Host));
     let patch = promotion_patch(&target, &config, None).unwrap();
+    // RAILS_MAX_THREADS sizes a default database.yml's pool: promotion must not drop it.
     assert_eq!(
         patch.summary,
-        "remove RAILS_MAX_THREADS, PUMA_MAX_THREADS, PUMA_MIN_THREADS; command [falcon, host] \
-         on container app"
+        "remove PUMA_MAX_THREADS, PUMA_MIN_THREADS; command [falcon, host] on container app"
     );
     assert!(patch.strategic_merge_patch.contains("$patch: delete"));
     let committed = commit(&target, &patch);
@@ -139,4 +139,19 @@ fn a_custom_env_entry_and_resources_are_part_of_the_patch() {
     );
     assert!(patch.strategic_merge_patch.contains("memory: 1Gi"));
     assert!(promotion_patch(&target, &config, Some("nope")).is_err());
+}
+
+#[test]
+fn falcon_with_a_db_pool_promotes_the_pool_into_the_target() {
+    let target = storefront();
+    let config = ServerConfig {
+        db_pool: Some(12),
+        ..falcon(2, Some(FalconMode::Host))
+    };
+    let patch = promotion_patch(&target, &config, None).unwrap();
+    let committed = commit(&target, &patch);
+    assert!(runs_config(&committed, &config, None));
+    let read = read_baseline(&committed, None, &Default::default()).unwrap();
+    assert_eq!(read.db_pool, Some(12));
+    assert_eq!(read.summary(), "falcon 2 workers, pool 12");
 }

@@ -80,11 +80,17 @@ fn duplicate_variables_collapse_to_the_first_position() {
 }
 
 #[test]
-fn puma_to_falcon_drops_thread_variables_and_sets_the_command() {
+fn puma_to_falcon_drops_pumas_variables_keeps_the_pool_and_sets_the_command() {
     let host = rendered(puma_2x6(), &falcon(2, Some(FalconMode::Host)));
+    // RAILS_MAX_THREADS stays: a default database.yml sizes the pool from it (seed 004's
+    // ConnectionTimeoutError when it fell back to 5).
     assert_eq!(
         env_pairs(&host),
-        pairs(&[("RAILS_ENV", "production"), ("WEB_CONCURRENCY", "2")])
+        pairs(&[
+            ("RAILS_ENV", "production"),
+            ("WEB_CONCURRENCY", "2"),
+            ("RAILS_MAX_THREADS", "6")
+        ])
     );
     assert_eq!(host.command, Some(vec!["falcon".into(), "host".into()]));
     assert_eq!(host.args, None);
@@ -263,6 +269,7 @@ fn baseline_reads_back_what_was_rendered() {
         RenderedServer {
             server: ServerKind::Falcon,
             workers: Some(3),
+            db_pool: Some(6),
             command: Some(vec!["falcon".into(), "host".into()]),
             ..RenderedServer::default()
         }
@@ -320,4 +327,49 @@ fn container_not_found_names_the_field_and_the_choices() {
         app_container_index(&empty, None).unwrap_err().category(),
         "NoContainers"
     );
+}
+
+#[test]
+fn db_pool_sets_the_pool_variables_for_falcon_and_puma() {
+    let config = ServerConfig {
+        db_pool: Some(15),
+        ..falcon(2, None)
+    };
+    let c = rendered(puma_2x6(), &config);
+    assert_eq!(
+        env_pairs(&c),
+        pairs(&[
+            ("RAILS_ENV", "production"),
+            ("WEB_CONCURRENCY", "2"),
+            ("RAILS_MAX_THREADS", "15"),
+            ("DB_POOL", "15"),
+        ])
+    );
+    // Puma: RAILS_MAX_THREADS is the thread count; the pool goes to DB_POOL only.
+    let config = ServerConfig {
+        db_pool: Some(10),
+        ..puma(2, 4)
+    };
+    let c = rendered(puma_2x6(), &config);
+    let env = env_pairs(&c);
+    assert!(env.contains(&("RAILS_MAX_THREADS".into(), "4".into())));
+    assert!(env.contains(&("DB_POOL".into(), "10".into())));
+    let d = deployment("storefront", vec![c]);
+    let read = read_baseline(&d, None, &no_config_maps()).unwrap();
+    assert_eq!(read, RenderedServer::from(&config));
+    assert_eq!(read.summary(), "puma 2×4, pool 10");
+}
+
+#[test]
+fn the_pool_reads_back_from_db_pool_then_rails_max_threads() {
+    // Puma with one connection per thread: nothing to say.
+    let d = deployment("storefront", vec![puma_2x6()]);
+    let read = read_baseline(&d, None, &no_config_maps()).unwrap();
+    assert_eq!(read.db_pool, None);
+    assert_eq!(read.summary(), "puma 2×6");
+    let falcon = rendered(puma_2x6(), &falcon(2, Some(FalconMode::Host)));
+    let d = deployment("storefront", vec![falcon]);
+    let read = read_baseline(&d, None, &no_config_maps()).unwrap();
+    assert_eq!(read.db_pool, Some(6));
+    assert_eq!(read.summary(), "falcon 2 workers, pool 6");
 }

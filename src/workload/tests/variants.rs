@@ -38,9 +38,10 @@ fn each_candidate_runs_its_own_config_under_its_own_name_and_label() {
     assert_eq!(second.name_any(), "storefront-candidate-2");
     assert_eq!(second.spec.as_ref().unwrap().replicas, Some(2));
     assert!(app_env(&first).contains(&("RAILS_MAX_THREADS".into(), "3".into())));
+    // Falcon keeps the baseline's pool variable; only Puma's thread variables go.
     assert!(!app_env(&second)
         .iter()
-        .any(|(k, _)| k == "RAILS_MAX_THREADS"));
+        .any(|(k, _)| k == "PUMA_MAX_THREADS"));
     assert!(app_env(&second).contains(&("WEB_CONCURRENCY".into(), "2".into())));
     let selector = |d: &k8s_openapi::api::apps::v1::Deployment| {
         d.spec

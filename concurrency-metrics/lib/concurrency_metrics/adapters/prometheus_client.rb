@@ -29,6 +29,22 @@ module ConcurrencyMetrics
         @keyword ? gauge.set(1, labels: info) : gauge.set(info, 1)
       end
 
+      def setup_totals(fields)
+        @totals = fields.to_h do |f|
+          suffix, help = Names::TOTALS.fetch(f)
+          counter = fetch_or_register(:counter, Names.full(suffix).to_sym, help)
+          @keyword ? counter.increment(by: 0) : counter.increment({}, 0)
+          [f, counter]
+        end
+      end
+
+      def add(field, seconds)
+        counter = @totals&.[](field)
+        return unless counter
+
+        @keyword ? counter.increment(by: seconds) : counter.increment({}, seconds)
+      end
+
       def record(sample)
         @counters.each do |field, counter|
           by = field == :requests ? 1 : sample[field]

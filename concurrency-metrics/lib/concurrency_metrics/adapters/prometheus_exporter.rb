@@ -27,6 +27,18 @@ module ConcurrencyMetrics
         @info ||= @client.register(:gauge, Names::INFO[0], Names::INFO[1])
       end
 
+      def setup_totals(fields)
+        @totals ||= fields.to_h { |f| [f, @client.register(:counter, *Names::TOTALS.fetch(f))] }
+      end
+
+      def add(field, seconds)
+        metric = @totals&.[](field)
+        return unless metric
+
+        announce unless @announced_pid == Process.pid
+        metric.observe(seconds, {})
+      end
+
       def record(sample)
         announce unless @announced_pid == Process.pid
         @counters.each do |field, metric|
@@ -43,6 +55,7 @@ module ConcurrencyMetrics
       def announce
         @announced_pid = Process.pid
         @counters.each_value { |m| m.observe(0, {}) }
+        @totals&.each_value { |m| m.observe(0, {}) }
         @info.observe(1, @info_labels)
       end
     end

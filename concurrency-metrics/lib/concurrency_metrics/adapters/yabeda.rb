@@ -31,6 +31,24 @@ module ConcurrencyMetrics
         end
       end
 
+      def setup_totals(fields)
+        @totals = fields.to_h { |f| [f, Names.full(Names::TOTALS.fetch(f)[0])] }
+        missing = Names::TOTALS.slice(*fields).reject { |_, (suffix, _)| @yabeda.metrics.key?(Names.full(suffix)) }
+        return if missing.empty?
+
+        group_name = Names::GROUP
+        @yabeda.configure do
+          group group_name do
+            missing.each_value { |(suffix, help)| counter suffix.to_sym, comment: help }
+          end
+        end
+      end
+
+      def add(field, seconds)
+        name = @totals&.[](field)
+        @yabeda.metrics[name]&.increment({}, by: seconds) if name
+      end
+
       # Before Yabeda.configure! the metrics do not exist yet: nothing to add to.
       def record(sample)
         metrics = @yabeda.metrics

@@ -7,26 +7,16 @@ use e2e_tests::{
 };
 use serde_json::json;
 
-/// Time request threads waited for an ActiveRecord connection, per request (the Rails app's
-/// `ruby_db_pool_wait_seconds_total`, from ActiveRecord 6.1's pool queue).
-fn db_pool_wait() -> serde_json::Value {
-    let sel = r#"namespace="{{namespace}}",pod=~"{{pods}}""#;
-    json!({
-        "name": "dbPoolWait",
-        "query": format!(
-            "sum(rate(ruby_db_pool_wait_seconds_total{{{sel}}}[{{{{interval}}}}])) / sum(rate(rails_requests_total{{{sel}}}[{{{{interval}}}}]))"
-        ),
-        "max": "20ms",
-    })
-}
-
 /// A thread increase whose pool did not follow: `config/database.yml` pins `pool: 5`, the
 /// target runs Puma 2 workers × 4 threads (never more threads than connections), and the
 /// candidate saves memory with 1 worker × 8 threads. Each request holds its connection through
 /// a 1 s carrier call (`/products/1/shipping`), 6 at a time per pod: the candidate's one
 /// process has 8 threads for them but 5 connections, so its requests wait for the pool —
 /// which the baseline's never do. Rolled back at the first stage on `dbPoolWait`, named in the
-/// decision; the target keeps 2 × 4.
+/// decision; the target keeps 2 × 4. Both built-ins read what the app already has: `dbPoolWait`
+/// the concurrency-metrics gem's counter (ActiveRecord's checkout waits), `cpuUtilization`
+/// cAdvisor — over the candidate's CPU limit (quota) and the baseline's request (shares), so
+/// both of its sources are seen on the real kubelet.
 #[tokio::test]
 #[ignore = "needs the e2e cluster (e2e/run)"]
 async fn rails_pool() {
@@ -45,10 +35,15 @@ async fn rails_pool() {
             .await?;
         let exp = Exp::new(
             "rails-1x8",
-            json!({"server": "puma", "workers": 1, "threads": 8}),
+            json!({"server": "puma", "workers": 1, "threads": 8, "resources": {
+                "requests": {"cpu": "10m", "memory": "64Mi"},
+                "limits": {"cpu": "1", "memory": "640Mi"},
+            }}),
             json!([
-                db_pool_wait(),
+                {"metric": "dbPoolWait", "max": "2%"},
                 {"metric": "latency", "quantile": 0.9, "max": "5s"},
+                // Far above what 6 requests/s mostly waiting on a carrier call use of 1 core.
+                {"metric": "cpuUtilization", "max": "90%"},
             ]),
         )
         .stage_s(40)
@@ -79,6 +74,30 @@ async fn rails_pool() {
         ensure!(
             msg.contains("dbPoolWait"),
             "the decision does not name dbPoolWait: {msg}"
+        );
+        // Both sources of cpuUtilization on the real kubelet: the candidate against its limit
+        // (a share of 1 core), the baseline against its 10m request (many times over).
+        let cpu = status(&e)
+            .analyses
+            .iter()
+            .flat_map(|a| a.checks.iter())
+            .filter(|c| c.name == "cpuUtilization" && c.candidate.is_some())
+            .last()
+            .cloned()
+            .ok_or_else(|| anyhow::anyhow!("cpuUtilization never had a candidate value"))?;
+        s.log(format!(
+            "cpuUtilization: baseline {:?} candidate {:?}",
+            cpu.baseline, cpu.candidate
+        ));
+        ensure!(
+            cpu.candidate.is_some_and(|c| c > 0.0 && c < 0.9),
+            "candidate CPU over its 1-core limit: {:?}",
+            cpu.candidate
+        );
+        ensure!(
+            cpu.baseline.is_some_and(|b| b > 1.0),
+            "baseline CPU over its 10m request: {:?}",
+            cpu.baseline
         );
         ensure!(
             min_ready >= REPLICAS as usize,

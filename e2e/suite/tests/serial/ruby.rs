@@ -110,3 +110,107 @@ async fn ruby_promote() {
     })
     .await;
 }
+
+/// Seed 004's move on the reference app: Puma 2×6 → its async server (Falcon's model: one
+/// fiber per request, `SERVER=falcon`), 2 workers with `dbPool: 12`, promoted through
+/// 30/70/100. The pool is set, never dropped: the candidate and then the target get
+/// `DB_POOL=12` and `RAILS_MAX_THREADS=12` (what a default `database.yml` reads; the async
+/// worker's semaphore reads them), Puma's own variables go. `dbPoolWait` and `cpuUtilization`
+/// are measured on the candidate (40 s intervals: cAdvisor samples CPU every 15–30 s here).
+#[tokio::test]
+#[ignore = "needs the e2e cluster (e2e/run)"]
+async fn ruby_falcon() {
+    let _alone = alone().await;
+    run("ruby_falcon", async |s| {
+        s.deploy_target(&Target::reference_app()).await?;
+        // Each request: a 40 ms query (under the async worker's pool) and 5 ms of CPU.
+        s.start_load_path(300, RATE, "/?db_calls=1&db_ms=40&cpu_ms=5&io_calls=0")
+            .await?;
+        let exp = Exp::new(
+            "ruby-falcon",
+            json!({"server": "falcon", "workers": 2, "dbPool": 12, "resources": {
+                "requests": {"cpu": "10m", "memory": "16Mi"},
+                "limits": {"cpu": "1", "memory": "384Mi"},
+            }}),
+            json!([
+                {"metric": "latency", "quantile": 0.9, "max": "250ms"},
+                {"metric": "errorRate", "max": "5%"},
+                // 12 connections per worker for a few requests in flight: no wait at all.
+                {"metric": "dbPoolWait", "max": "2%"},
+                {"metric": "cpuUtilization", "max": "90%"},
+            ]),
+        )
+        .interval_s(40)
+        .stage_s(45)
+        .extra(yabeda());
+        s.apply(&exp).await?;
+        let (e, min_ready) = s
+            .min_ready_while(s.progress(
+                "ruby-falcon",
+                Progress {
+                    timeout_s: 360,
+                    ..Progress::default()
+                },
+            ))
+            .await?;
+        ensure!(
+            decision_of(&e) == "Promote/StagesPassed",
+            "decision {}: {}",
+            decision_of(&e),
+            status(&e).message.unwrap_or_default()
+        );
+        let seen: Vec<String> = status(&e)
+            .analyses
+            .iter()
+            .flat_map(|a| a.checks.iter())
+            .filter(|c| c.candidate.is_some())
+            .map(|c| c.name.clone())
+            .collect();
+        for want in ["dbPoolWait", "cpuUtilization", "latency"] {
+            ensure!(
+                seen.iter().any(|c| c == want),
+                "{want} never had a candidate value (measured: {seen:?})"
+            );
+        }
+        let summary = status(&e)
+            .candidate
+            .map(|c| c.config.summary())
+            .unwrap_or_default();
+        s.log(format!("candidate: {summary}"));
+        ensure!(
+            summary == "falcon 2 workers, pool 12",
+            "candidate config {summary}"
+        );
+        for (var, want) in [
+            ("SERVER", "falcon"),
+            ("WEB_CONCURRENCY", "2"),
+            ("DB_POOL", "12"),
+            ("RAILS_MAX_THREADS", "12"),
+        ] {
+            let got = s.env("storefront", var).await?;
+            ensure!(got == want, "target {var}={got}, not {want}");
+        }
+        ensure!(
+            s.env("storefront", "PUMA_MAX_THREADS").await.unwrap_or_default().is_empty(),
+            "PUMA_MAX_THREADS left in the promoted target"
+        );
+        ensure!(
+            min_ready >= REPLICAS as usize,
+            "ready pods dropped to {min_ready}"
+        );
+        let load = s.stop_load_and_count().await?;
+        s.log(format!(
+            "load: {} answered, {} failed",
+            load.answered,
+            load.failed()
+        ));
+        ensure!(
+            load.failed() == 0,
+            "{} of {} requests failed: {load:?}",
+            load.failed(),
+            load.answered + load.failed()
+        );
+        s.assert_target_intact(REPLICAS).await
+    })
+    .await;
+}

@@ -5,7 +5,8 @@ module Shop
   # Bundler from Shop::Settings.concurrency_metrics_lib, publishing into the app's own store
   # through the gem's adapter interface (#setup, #record) — the series its yabeda adapter
   # registers (group `ruby`): ruby_running_seconds_total, ruby_io_wait_seconds_total,
-  # ruby_gvl_wait_seconds_total, …, ruby_gvl_metrics_info.
+  # ruby_gvl_wait_seconds_total, …, ruby_gvl_metrics_info — and, as ActiveRecord is loaded, the
+  # gem's ruby_db_pool_wait_seconds_total.
   module ConcurrencyMetrics
     module_function
 
@@ -44,6 +45,21 @@ module Shop
         @names.each do |field, name|
           @store.increment(name, {}, field == :requests ? 1 : sample[field])
         end
+      end
+
+      # The gem's unsampled totals (ruby_db_pool_wait_seconds_total with ActiveRecord).
+      def setup_totals(fields)
+        @totals = fields.to_h do |f|
+          suffix, help = ::ConcurrencyMetrics::Names::TOTALS.fetch(f)
+          name = ::ConcurrencyMetrics::Names.full(suffix).to_sym
+          @store.counter(name, help, zero: true) unless @store.registered?(name)
+          [f, name]
+        end
+      end
+
+      def add(field, seconds)
+        name = @totals&.[](field)
+        @store.increment(name, {}, seconds) if name
       end
     end
   end

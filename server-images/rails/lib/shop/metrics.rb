@@ -6,8 +6,8 @@ module Shop
   # The series a Rails app with yabeda-rails, yabeda-rack-queue, yabeda-puma-plugin and
   # yabeda-activerecord exports through yabeda-prometheus, with those gems' exact names, labels
   # and buckets (no gems here: Debian packages no yabeda), written in Prometheus' text format by
-  # hand. With CONCURRENCY_METRICS=1, also the DB pool wait counter and the concurrency-metrics
-  # gem's series (lib/shop/concurrency_metrics.rb).
+  # hand. With CONCURRENCY_METRICS=1, also the concurrency-metrics gem's series, the DB pool wait
+  # counter among them (lib/shop/concurrency_metrics.rb).
   #
   # One process keeps its values in memory. With METRICS_DIR (Puma cluster mode, see
   # config/puma.rb, or bin/serve's METRICS_PORT) every Puma process also writes them to its own
@@ -255,7 +255,7 @@ module Shop
       attr_reader :store
 
       # Declares the yabeda gems' series and subscribes to Rails' events; called once at boot.
-      def install!(store, pool_wait: false)
+      def install!(store)
         @store = store
         store.counter(:rails_requests_total, "A counter of the total number of HTTP requests rails processed.")
         store.histogram(:rails_request_duration_seconds, "A histogram of the response latency.", REQUEST_BUCKETS)
@@ -265,7 +265,6 @@ module Shop
                         "Time a request waited in the upstream queue before reaching the application", QUEUE_BUCKETS)
         install_puma(store)
         install_activerecord(store)
-        install_pool_wait(store) if pool_wait
         # With a metrics directory, this process's file (and its flusher) from the start.
         store.flush if store.dir
         ActiveSupport::Notifications.subscribe("process_action.action_controller") do |*args|
@@ -282,10 +281,6 @@ module Shop
         store.observe(:rails_request_duration_seconds, labels, ms2s(event.duration))
         store.observe(:rails_view_runtime_seconds, labels, ms2s(p[:view_runtime]))
         store.observe(:rails_db_runtime_seconds, labels, ms2s(p[:db_runtime]))
-      end
-
-      def pool_waited(seconds)
-        store&.increment(:ruby_db_pool_wait_seconds_total, {}, seconds) if @pool_wait
       end
 
       # The Puma server of the current worker, seen by the exporter on every request.
@@ -344,29 +339,8 @@ module Shop
         end
       end
 
-      def install_pool_wait(store)
-        store.counter(:ruby_db_pool_wait_seconds_total,
-                      "Time request threads waited for an ActiveRecord connection (all connections in use).",
-                      zero: true)
-        ActiveRecord::ConnectionAdapters::ConnectionPool::Queue.prepend(PoolWait)
-        @pool_wait = true
-      end
-    end
-
-    # ActiveRecord 6.1 checks a connection out without waiting while one is free; only when
-    # none is does it call Queue#wait_poll, which sleeps on the pool's condition variable
-    # until a connection is checked in or checkout_timeout passes. That sleep is the pool
-    # wait (a timeout's wait too). The thread sleeps off the GVL: for the concurrency-metrics
-    # gem's estimate (Ruby < 3.2) it is a wait like I/O, not GVL wait.
-    module PoolWait
-      private
-
-      def wait_poll(timeout)
-        t0 = Process.clock_gettime(Process::CLOCK_MONOTONIC)
-        defined?(::ConcurrencyMetrics.io_wait) ? ::ConcurrencyMetrics.io_wait { super } : super
-      ensure
-        Metrics.pool_waited(Process.clock_gettime(Process::CLOCK_MONOTONIC) - t0)
-      end
+      # (ruby_db_pool_wait_seconds_total: the concurrency-metrics gem times ActiveRecord's
+      # checkout waits, lib/shop/concurrency_metrics.rb.)
     end
 
     # yabeda-rack-queue's middleware: X-Request-Start or X-Queue-Start (first value; `t=`
