@@ -8,6 +8,7 @@
 
 pub mod capacity;
 mod evaluate;
+pub mod improvement;
 pub mod judge;
 pub mod preflight;
 pub mod queries;

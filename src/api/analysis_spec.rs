@@ -203,9 +203,10 @@ impl BuiltinMetric {
 #[serde(rename_all = "camelCase")]
 #[x_kube(
     validation = Rule::new("has(self.metric) != has(self.query)").message("set exactly one of metric or query").field_path(".metric"),
-    validation = Rule::new("has(self.min) || has(self.max) || has(self.maxIncrease)").message("a check needs at least one of min, max or maxIncrease").field_path(".max").reason(kube::core::Reason::FieldValueRequired),
+    validation = Rule::new("has(self.min) || has(self.max) || has(self.maxIncrease) || has(self.minImprovement)").message("a check needs at least one of min, max, maxIncrease or minImprovement").field_path(".max").reason(kube::core::Reason::FieldValueRequired),
     validation = Rule::new("!has(self.quantile) || (has(self.metric) && (self.metric == 'latency' || self.metric == 'queueTime'))").message("quantile is only valid for metric: latency or queueTime").field_path(".quantile").reason(kube::core::Reason::FieldValueForbidden),
-    validation = Rule::new("!has(self.metric) || self.metric != 'headroom' || !has(self.maxIncrease)").message("headroom is judged by min (or max), not maxIncrease: it is the candidate's own margin to its estimated capacity").field_path(".maxIncrease").reason(kube::core::Reason::FieldValueForbidden)
+    validation = Rule::new("!has(self.metric) || self.metric != 'headroom' || !has(self.maxIncrease)").message("headroom is judged by min (or max), not maxIncrease: it is the candidate's own margin to its estimated capacity").field_path(".maxIncrease").reason(kube::core::Reason::FieldValueForbidden),
+    validation = Rule::new("!has(self.metric) || self.metric != 'headroom' || !has(self.minImprovement)").message("headroom is judged by min (or max), not minImprovement: higher is better for it, and minImprovement asks for a lower value").field_path(".minImprovement").reason(kube::core::Reason::FieldValueForbidden)
 )]
 pub struct Check {
     /// Defaults to the metric's name; required for custom queries.
@@ -233,6 +234,13 @@ pub struct Check {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(regex(pattern = PERCENT_PATTERN))]
     pub max_increase: Option<String>,
+    /// Promotion needs the candidate this much below the baseline (lower is better), e.g.
+    /// `"30%"` (seed 004's rule for Falcon's P95): judged over the experiment's intervals once
+    /// every stage has passed; unmet, the experiment rolls back with reason `NotImproved` (held
+    /// for approval with `promotion: manual`). Stages only, not a selection.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(regex(pattern = PERCENT_PATTERN))]
+    pub min_improvement: Option<String>,
 }
 
 impl Check {

@@ -78,10 +78,12 @@ pub enum DecisionReason {
     Deleted,
     /// Roll back: every candidate of a selection was eliminated.
     NoCandidatePassed,
+    /// Roll back: every stage passed, but a check's `minImprovement` was not met.
+    NotImproved,
 }
 
 impl DecisionReason {
-    pub const ALL: [DecisionReason; 14] = [
+    pub const ALL: [DecisionReason; 15] = [
         DecisionReason::StagesPassed,
         DecisionReason::Approved,
         DecisionReason::PromotedExternally,
@@ -96,6 +98,7 @@ impl DecisionReason {
         DecisionReason::NotOwned,
         DecisionReason::Deleted,
         DecisionReason::NoCandidatePassed,
+        DecisionReason::NotImproved,
     ];
 
     pub const fn as_str(self) -> &'static str {
@@ -114,6 +117,7 @@ impl DecisionReason {
             DecisionReason::NotOwned => "NotOwned",
             DecisionReason::Deleted => "Deleted",
             DecisionReason::NoCandidatePassed => "NoCandidatePassed",
+            DecisionReason::NotImproved => "NotImproved",
         }
     }
 

@@ -131,6 +131,10 @@ pub struct ConcurrencyExperimentStatus {
     /// only after at least one (records are truncated, so this is not counted from them).
     #[serde(default)]
     pub stage_passed_analyses: i32,
+    /// `minImprovement`, judged once every stage has passed: per check the medians, the
+    /// measured difference and whether it was met (cut to 4 KiB).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub improvement: Option<String>,
     /// Why the experiment holds by itself until approved (`InconclusiveLimit`,
     /// `AwaitingApproval`) or until Git changes the target (`AwaitingExternalPromotion`);
     /// `spec.paused` is read from the spec, not stored here.

@@ -274,6 +274,7 @@ impl<'a> Ctx<'a> {
         let st = &mut self.status;
         st.analyses.clear();
         st.baseline_reference.clear();
+        st.improvement = None;
         st.last_verdict = None;
         st.failed_analyses = 0;
         st.inconclusive_analyses = 0;

@@ -100,6 +100,7 @@ mod external;
 mod finish;
 mod first_step;
 mod fresh;
+mod improvement;
 mod machine;
 mod observations;
 mod pause;

@@ -7,6 +7,7 @@ use super::ctx::Ctx;
 use super::external;
 use super::finish;
 use super::fresh;
+use super::improvement::{self, Outcome};
 use super::observations::{Action, EventType};
 use super::pause::{self, Pause};
 use super::readiness;
@@ -113,6 +114,15 @@ pub fn run(cx: &mut Ctx, t: &Timing) {
                     return finish::roll_back(cx);
                 }
             }
+        } else if let (Outcome::Unmet(why), Promotion::Auto) =
+            (improvement::judge(cx), cx.spec.promotion)
+        {
+            let msg = format!(
+                "All stages passed, but the candidate is not better enough to switch: {why}. \
+                 Rolling back to the baseline."
+            );
+            cx.start_rollback(DecisionReason::NotImproved, msg);
+            return finish::roll_back(cx);
         } else if cx.spec.promotion == Promotion::External {
             external::hold(cx);
         } else if cx.spec.promotion == Promotion::Manual {
@@ -128,7 +138,13 @@ pub fn run(cx: &mut Ctx, t: &Timing) {
                 None => cx.set_hold(Some(HoldReason::AwaitingApproval)),
             }
         } else {
-            let msg = "All stages passed: promoting the candidate into the target.".to_string();
+            let msg = match &cx.status.improvement {
+                Some(better) => format!(
+                    "All stages passed and the candidate is better enough ({better}): promoting \
+                     the candidate into the target."
+                ),
+                None => "All stages passed: promoting the candidate into the target.".to_string(),
+            };
             cx.start_promotion(DecisionReason::StagesPassed, msg);
             return finish::promote(cx);
         }
@@ -360,6 +376,12 @@ fn describe(cx: &mut Ctx, t: &Timing, in_force: bool, paused: Option<Pause>, wai
             ),
             Some(Pause::Hold(HoldReason::AwaitingExternalPromotion)) => {
                 format!("{base} {}", external::status_message(cx))
+            }
+            Some(Pause::Hold(HoldReason::AwaitingApproval)) if cx.status.improvement.is_some() => {
+                format!(
+                    "{base} minImprovement: {}",
+                    cx.status.improvement.clone().unwrap_or_default()
+                )
             }
             _ if waiting => format!(
                 "{base} The capacity gate holds the step: {}",

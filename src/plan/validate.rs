@@ -76,6 +76,23 @@ pub fn validate(
         if let Some(inc) = &c.max_increase {
             parse_percent(&field("maxIncrease"), inc).map_err(err)?;
         }
+        if let Some(imp) = &c.min_improvement {
+            let share = parse_percent(&field("minImprovement"), imp).map_err(err)?;
+            if !(share > 0.0 && share < 1.0) {
+                return Err(format!(
+                    "{}: must be above 0% and below 100% (the candidate that much below the \
+                     baseline), got {imp}",
+                    field("minImprovement")
+                ));
+            }
+            if spec.selects() {
+                return Err(format!(
+                    "{}: a selection ranks its candidates by spec.selection.objective; \
+                     minImprovement is for stages (one candidate)",
+                    field("minImprovement")
+                ));
+            }
+        }
     }
     let rec = &spec.analysis.recommendation;
     parse_percent("spec.analysis.recommendation.minGain", &rec.min_gain).map_err(err)?;

@@ -15,6 +15,7 @@ fn check(metric: Option<BuiltinMetric>) -> Check {
         min: None,
         max: None,
         max_increase: None,
+        min_improvement: None,
     }
 }
 

@@ -131,3 +131,59 @@ fn samples_skip_thin_and_missing_intervals() {
     let (b, _) = samples("memory", &history, 50, (None, Some(1.0)));
     assert!(b.is_empty());
 }
+
+mod improvement {
+    use crate::analysis::improvement::judge_one;
+    use crate::analysis::judge::Unit;
+    use crate::api::Statistical;
+
+    #[test]
+    fn the_median_interval_must_improve_by_the_share() {
+        let b = [0.20, 0.21, 0.19, 0.20];
+        let c = [0.13, 0.14, 0.16, 0.12];
+        let i = judge_one("latency", 0.30, Unit::Seconds, &b, &c, None);
+        // Improvements 35 %, 33.3 %, 15.8 %, 40 %: median 34.2 %.
+        assert!(i.met, "{}", i.detail);
+        assert!((i.measured.unwrap() - 0.3417).abs() < 1e-3);
+        assert_eq!(
+            i.detail,
+            "latency: candidate 135ms vs baseline 200ms (medians of 4 intervals), better by \
+             34.2%: at least the required 30%"
+        );
+        let i = judge_one("latency", 0.40, Unit::Seconds, &b, &c, None);
+        assert!(!i.met);
+        // Worse is said as worse.
+        let i = judge_one("latency", 0.30, Unit::Seconds, &c, &b, None);
+        assert!(!i.met);
+        assert!(i.detail.contains("worse by"), "{}", i.detail);
+    }
+
+    #[test]
+    fn zero_baselines_and_no_data_never_meet_it() {
+        let i = judge_one("dbPoolWait", 0.3, Unit::Share, &[0.0, 0.0], &[0.0, 0.0], None);
+        assert!(!i.met);
+        assert_eq!(i.measured, None);
+        assert!(i.detail.contains("no interval"), "{}", i.detail);
+        let i = judge_one("latency", 0.3, Unit::Seconds, &[], &[], None);
+        assert!(!i.met);
+    }
+
+    #[test]
+    fn statistical_needs_a_significant_shift_below_the_lowered_baseline() {
+        let s = Statistical {
+            alpha: 0.05,
+            min_samples: 5,
+        };
+        let b = [0.200, 0.210, 0.190, 0.205, 0.195, 0.200];
+        // Clearly 50 % better in every interval: significant.
+        let c = [0.100, 0.105, 0.095, 0.102, 0.098, 0.100];
+        let i = judge_one("latency", 0.30, Unit::Seconds, &b, &c, Some(&s));
+        assert!(i.met, "{}", i.detail);
+        assert!(i.detail.contains("Mann-Whitney"), "{}", i.detail);
+        // A median of 31 % whose intervals straddle the 30 % line: not significant.
+        let c = [0.150, 0.120, 0.140, 0.141, 0.125, 0.138];
+        let i = judge_one("latency", 0.30, Unit::Seconds, &b, &c, Some(&s));
+        assert!(!i.met, "{}", i.detail);
+        assert!(i.detail.contains("not significantly"), "{}", i.detail);
+    }
+}

@@ -12,6 +12,7 @@ mod finish;
 mod first_step;
 mod fixtures;
 mod fresh_baseline;
+mod improvement;
 mod owner;
 mod preflight;
 mod progress;

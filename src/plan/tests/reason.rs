@@ -33,6 +33,7 @@ fn old_decision(r: DecisionReason) -> &'static str {
         DecisionReason::NotOwned => "NotOwned",
         DecisionReason::Deleted => "Deleted",
         DecisionReason::NoCandidatePassed => "NoCandidatePassed",
+        DecisionReason::NotImproved => "NotImproved",
     }
 }
 
@@ -65,7 +66,7 @@ fn every_reason_round_trips_to_its_old_string() {
         .iter()
         .map(|r| old_decision(*r))
         .collect();
-    assert_eq!(decisions.len(), 14);
+    assert_eq!(decisions.len(), 15);
     assert_eq!(HoldReason::parse("PausedByUser"), None);
     assert!("Promoted".parse::<DecisionReason>().is_err());
     // The names kubectl and the tests read status with.
