@@ -131,6 +131,7 @@ fn context(mix: &Mix, now: jiff::Timestamp) -> AnalysisContext {
         baseline_deployment: mix.deployment.into(),
         candidate_deployment: mix.deployment.into(),
         stage_index: 0,
+        stage_started_at: None,
         weight: 50,
         now,
         baseline_config: Some(RenderedServer {

@@ -98,6 +98,7 @@ fn ctx(candidate: &str) -> AnalysisContext {
         baseline_deployment: "storefront".into(),
         candidate_deployment: candidate.into(),
         stage_index: 0,
+        stage_started_at: None,
         weight: 30,
         now: Timestamp::now(),
         baseline_config: Some(RenderedServer {

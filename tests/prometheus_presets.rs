@@ -121,6 +121,7 @@ fn ctx(deployment: &str) -> AnalysisContext {
         baseline_deployment: deployment.into(),
         candidate_deployment: format!("{deployment}-candidate"),
         stage_index: 0,
+        stage_started_at: None,
         weight: 30,
         now: Timestamp::now(),
         baseline_config: None,

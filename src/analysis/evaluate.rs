@@ -8,6 +8,7 @@ use jiff::Timestamp;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
 use std::collections::BTreeMap;
+use std::time::Duration;
 
 use crate::api::{
     parse_duration, Analysis, AnalysisRecord, BaselineReference, CapacityMeasurement, Check,
@@ -46,6 +47,8 @@ pub struct AnalysisContext {
     pub baseline_deployment: String,
     pub candidate_deployment: String,
     pub stage_index: i32,
+    /// When the current stage's clock started: `{{window}}` reaches back to it.
+    pub stage_started_at: Option<Timestamp>,
     /// Effective weight when the analysis runs, percent.
     pub weight: i32,
     /// Evaluation time of every query.
@@ -120,11 +123,13 @@ pub async fn analyse(
             }
         }
     };
+    let window = fit_window(ctx.stage_started_at, ctx.now, interval);
     let vars = |pods: String| TemplateVars {
         namespace: ctx.namespace.clone(),
         pods,
         interval,
         container: ctx.container.clone(),
+        window,
     };
     let baseline = vars(pods_regex(&ctx.baseline_deployment));
     let candidate = vars(pods_regex(&ctx.candidate_deployment));
@@ -516,4 +521,18 @@ pub(super) fn judge_measured(
     result.verdict = verdict;
     result.reason = Some(reason);
     result
+}
+
+/// Longest `{{window}}`: a day of a pod's cAdvisor samples is a few thousand points.
+const MAX_WINDOW: Duration = Duration::from_secs(24 * 3600);
+
+/// `{{window}}`: since the stage began (a fit over the stage), at least one interval, at most a
+/// day; whole seconds.
+pub fn fit_window(stage_started_at: Option<Timestamp>, now: Timestamp, interval: Duration) -> Duration {
+    let since = stage_started_at
+        .map(|s| now.duration_since(s))
+        .filter(|d| d.is_positive())
+        .map(|d| Duration::from_secs(d.as_secs().unsigned_abs()))
+        .unwrap_or(Duration::ZERO);
+    since.clamp(interval, MAX_WINDOW.max(interval))
 }

@@ -16,6 +16,8 @@ pub const QUEUE_TIME_FLOOR: f64 = 0.010;
 pub enum Unit {
     Seconds,
     Bytes,
+    /// Bytes per hour (memoryGrowth; its limits are written as bytes, `50Mi`).
+    BytesPerHour,
     /// A 0–1 share, shown as percent.
     Share,
     Plain,
@@ -25,8 +27,11 @@ impl Unit {
     /// Built-ins have a fixed unit; a custom check takes the unit its limits are written in.
     pub fn of(check: &Check) -> Unit {
         match check.metric {
-            Some(BuiltinMetric::Latency | BuiltinMetric::QueueTime) => Unit::Seconds,
+            Some(
+                BuiltinMetric::Latency | BuiltinMetric::QueueTime | BuiltinMetric::TimeToLimit,
+            ) => Unit::Seconds,
             Some(BuiltinMetric::Memory) => Unit::Bytes,
+            Some(BuiltinMetric::MemoryGrowth) => Unit::BytesPerHour,
             Some(
                 BuiltinMetric::GvlWait
                 | BuiltinMetric::ErrorRate
@@ -63,11 +68,14 @@ impl Unit {
         }
         match self {
             Unit::Seconds if v.abs() < 1.0 => format!("{}ms", trim(v * 1000.0, 1)),
+            // timeToLimit: hours read better than 86400s.
+            Unit::Seconds if v.abs() >= 3600.0 => format!("{}h", trim(v / 3600.0, 1)),
             Unit::Seconds => format!("{}s", trim(v, 3)),
             Unit::Bytes if v.abs() >= 1024f64.powi(3) => {
                 format!("{}Gi", trim(v / 1024f64.powi(3), 2))
             }
             Unit::Bytes => format!("{}Mi", trim(v / 1024f64.powi(2), 1)),
+            Unit::BytesPerHour => format!("{}/h", Unit::Bytes.format(v)),
             Unit::Share => format!("{}%", trim(v * 100.0, 2)),
             Unit::Plain => trim(v, 4),
         }

@@ -36,7 +36,7 @@ use promql_parser::parser::{self, Expr, VectorSelector};
 
 use crate::api::{format_duration, Analysis, BuiltinMetric, MetricNames, MetricPreset};
 
-use super::queries::{is_headroom, CPU_QUOTA, CPU_SHARES};
+use super::queries::{is_headroom, CPU_QUOTA, CPU_SHARES, MEMORY_LIMIT};
 use super::source::{MetricSource, PrometheusError};
 use super::template::{escape_label_value, pods_regex, render, TemplateVars};
 use super::validate::AnalysisSpecError;
@@ -180,6 +180,16 @@ fn series(name: &str, t: &Target, appears: Appears, writer: &str) -> Series {
     }
 }
 
+/// The working set from cAdvisor: memory, memoryGrowth and timeToLimit.
+fn cadvisor_memory(names: &MetricNames, t: &Target) -> Need {
+    Need {
+        any_of: vec![series(&names.memory, t, Appears::AtScrape, CADVISOR)],
+        instead: "have Prometheus scrape the kubelet's cAdvisor, or set \
+                  spec.analysis.metrics.memory to a per-pod memory gauge the app exports"
+            .into(),
+    }
+}
+
 const CADVISOR: &str = "the kubelet's cAdvisor (Prometheus scraping /metrics/cadvisor with \
                         namespace, pod and container labels)";
 const POOL_WRITER: &str = "the concurrency-metrics gem with ActiveRecord (docs/your-app.md), \
@@ -281,12 +291,16 @@ fn builtin_needs(
     };
     match which {
         BuiltinMetric::Latency => vec![duration()],
-        BuiltinMetric::Memory => vec![Need {
-            any_of: vec![series(&names.memory, t, Appears::AtScrape, CADVISOR)],
-            instead: "have Prometheus scrape the kubelet's cAdvisor, or set \
-                      spec.analysis.metrics.memory to a per-pod memory gauge the app exports"
-                .into(),
-        }],
+        BuiltinMetric::TimeToLimit => vec![
+            cadvisor_memory(names, t),
+            Need {
+                any_of: vec![series(MEMORY_LIMIT, t, Appears::AtScrape, CADVISOR)],
+                instead: "keep cAdvisor's container_spec_* series (a metric_relabel_configs \
+                          rule may drop them), or judge memoryGrowth instead"
+                    .into(),
+            },
+        ],
+        BuiltinMetric::Memory | BuiltinMetric::MemoryGrowth => vec![cadvisor_memory(names, t)],
         BuiltinMetric::GvlWait => vec![
             Need {
                 any_of: vec![series(
@@ -422,6 +436,7 @@ pub fn plan(analysis: &Analysis, target: &Target) -> Result<Plan, AnalysisSpecEr
         namespace: t.namespace.clone(),
         pods: pods_regex(&t.deployment),
         interval,
+        window: interval,
         container: t.container.clone(),
     };
     for (index, check) in analysis.checks.iter().enumerate() {

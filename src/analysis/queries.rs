@@ -220,8 +220,37 @@ pub fn builtin_template(
             )
         }
         BuiltinMetric::CpuUtilization => cpu_utilization(names)?,
+        BuiltinMetric::MemoryGrowth => {
+            let m = metric("memory", &names.memory)?;
+            format!("max({}) * 3600", memory_slope(m))
+        }
+        BuiltinMetric::TimeToLimit => time_to_limit(names)?,
         BuiltinMetric::Headroom => return Err(QueryError::NotAQuery { check: "headroom" }),
     })
+}
+
+/// Per pod, bytes per second: `deriv` is a least-squares fit, so cAdvisor's 10–30 s sampling
+/// and a GC's saw-tooth average out over the window (the stage so far, at least the interval).
+fn memory_slope(m: &str) -> String {
+    format!(
+        r#"max by (pod) (deriv({m}{{{SELECTOR},container="{{{{container}}}}"}}[{{{{window}}}}]))"#
+    )
+}
+
+/// cAdvisor's memory limit of a container (0 without one): a fixed name, as the kubelet writes it.
+pub const MEMORY_LIMIT: &str = "container_spec_memory_limit_bytes";
+/// What `timeToLimit` says of a pod that does not grow: 10 years, a number the judge can compare.
+const NEVER_S: f64 = 315_360_000.0;
+
+/// The busiest pod's seconds to its memory limit: (limit − working set now) / slope. A slope
+/// ≤ 0 counts as never (capped at 10 years); no limit, no value (Inconclusive).
+fn time_to_limit(names: &MetricNames) -> Result<String, QueryError> {
+    let m = metric("memory", &names.memory)?;
+    let sel = format!(r#"{{{SELECTOR},container="{{{{container}}}}"}}"#);
+    Ok(format!(
+        "min(clamp_max((max by (pod) ({MEMORY_LIMIT}{sel} > 0) - max by (pod) ({m}{sel})) / clamp_min({}, 1e-9), {NEVER_S}))",
+        memory_slope(m)
+    ))
 }
 
 /// cAdvisor's CPU limit (quota over period, `-1` without a limit) and request (shares: 1024

@@ -126,6 +126,7 @@ pub async fn analyse_selection(
             namespace: base.namespace.clone(),
             pods: pods_regex(deployment),
             interval,
+            window: interval,
             container: base.container.clone(),
         })
     };
@@ -187,6 +188,7 @@ pub async fn baseline_values(
         namespace: base.namespace.clone(),
         pods: pods_regex(deployment),
         interval,
+        window: interval,
         container: base.container.clone(),
     };
     let (target, fresh) = (vars(target), vars(&base.baseline_deployment));

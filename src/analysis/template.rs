@@ -1,4 +1,4 @@
-//! PromQL templates: `{{namespace}}`, `{{pods}}`, `{{interval}}`, `{{container}}`, filled in
+//! PromQL templates: `{{namespace}}`, `{{pods}}`, `{{interval}}`, `{{container}}`, `{{window}}`, filled in
 //! per variant.
 //!
 //! Values are meant to sit inside double-quoted PromQL strings (`pod=~"{{pods}}"`). Every value
@@ -24,7 +24,7 @@ const MAX_HASH_LEN: usize = 10;
 
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum TemplateError {
-    #[error("check {check}: unknown template variable {{{{{var}}}}} (known: namespace, pods, interval, container)")]
+    #[error("check {check}: unknown template variable {{{{{var}}}}} (known: namespace, pods, interval, container, window)")]
     UnknownVariable { check: String, var: String },
     #[error("check {check}: `{{{{` without a closing `}}}}`")]
     Unterminated { check: String },
@@ -51,6 +51,8 @@ pub struct TemplateVars {
     /// The analysis interval, the PromQL range.
     pub interval: Duration,
     pub container: String,
+    /// Since the stage began, at least `interval` (a fit over the stage: memoryGrowth).
+    pub window: Duration,
 }
 
 /// A value placed inside a double-quoted PromQL string: `\` and `"` are escaped; newlines and
@@ -150,6 +152,7 @@ pub fn render(check: &str, template: &str, vars: &TemplateVars) -> Result<String
             "pods" => escape_label_value(&vars.pods).ok_or_else(unsafe_value)?,
             "container" => escape_label_value(&vars.container).ok_or_else(unsafe_value)?,
             "interval" => format_duration(vars.interval),
+            "window" => format_duration(vars.window),
             other => {
                 return Err(TemplateError::UnknownVariable {
                     check: check.to_string(),
@@ -171,6 +174,7 @@ pub fn check_variables(check: &str, template: &str) -> Result<(), TemplateError>
         pods: String::new(),
         interval: Duration::from_secs(60),
         container: String::new(),
+        window: Duration::from_secs(60),
     };
     render(check, template, &vars).map(|_| ())
 }

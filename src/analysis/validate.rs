@@ -101,6 +101,7 @@ pub fn validate(analysis: &Analysis) -> Result<(), AnalysisSpecError> {
         namespace: "namespace".into(),
         pods: pods_regex_any(&["deployment", "deployment-candidate"]),
         interval,
+        window: interval,
         container: "container".into(),
     };
     for (index, check) in analysis.checks.iter().enumerate() {

@@ -179,6 +179,13 @@ pub enum BuiltinMetric {
     /// The busiest pod's app-container CPU over its CPU limit, else its request (0–1, cAdvisor
     /// only): seed 004 keeps workers at 40–60 % and adds one when any pod is at 100 %.
     CpuUtilization,
+    /// The busiest pod's working-set growth, bytes per hour: a least-squares slope over the
+    /// stage so far (`{{window}}`), so a leak shows long before the limit (seed 004: Falcon's
+    /// memory grew 2.2× over 6 h). Judge it with `max` (e.g. `50Mi` an hour).
+    MemoryGrowth,
+    /// Seconds until the busiest pod reaches its container memory limit at that slope
+    /// (`min: 24h`); 10 years when it does not grow. Needs a memory limit.
+    TimeToLimit,
 }
 
 impl BuiltinMetric {
@@ -194,6 +201,8 @@ impl BuiltinMetric {
             BuiltinMetric::Headroom => "headroom",
             BuiltinMetric::DbPoolWait => "dbPoolWait",
             BuiltinMetric::CpuUtilization => "cpuUtilization",
+            BuiltinMetric::MemoryGrowth => "memoryGrowth",
+            BuiltinMetric::TimeToLimit => "timeToLimit",
         }
     }
 }

@@ -46,6 +46,7 @@ pub fn analysis_context(
         baseline_deployment: baseline,
         candidate_deployment: workload::candidate_name(&target.name_any()),
         stage_index: status.stage_index.unwrap_or_default(),
+        stage_started_at: status.stage_started_at.as_ref().map(|t| t.0),
         weight: effective_weight,
         now,
         baseline_config: workload::read_baseline(target, name, &fetched.configmaps).ok(),

@@ -147,6 +147,7 @@ pub fn queries(
         namespace: target.namespace.clone(),
         pods: pods_regex(&target.deployment),
         interval: window,
+        window,
         container: target.container.clone(),
     };
     let usage = |e: &dyn std::fmt::Display| PluginError::Usage(e.to_string());

@@ -94,6 +94,7 @@ pub fn storefront_context(namespace: &str) -> concurrency_operator::analysis::An
         baseline_deployment: "storefront".into(),
         candidate_deployment: "storefront-candidate".into(),
         stage_index: 1,
+        stage_started_at: None,
         weight: 50,
         now: jiff::Timestamp::now(),
         baseline_config: None,

@@ -96,3 +96,19 @@ fn at_100_percent_the_baseline_reference_is_its_last_measured_value() {
     assert_eq!(last_baseline(&history, "memory"), None);
     assert_eq!(last_baseline(&[], "latency"), None);
 }
+
+#[test]
+fn the_fit_window_is_the_stage_so_far_within_an_interval_and_a_day() {
+    use crate::analysis::evaluate::fit_window;
+    use std::time::Duration;
+    let now = Timestamp::UNIX_EPOCH + jiff::SignedDuration::from_secs(100_000);
+    let ago = |s: i64| Some(now - jiff::SignedDuration::from_secs(s));
+    let i = Duration::from_secs(60);
+    assert_eq!(fit_window(ago(1800), now, i), Duration::from_secs(1800));
+    // Just entered: one interval.
+    assert_eq!(fit_window(ago(10), now, i), i);
+    assert_eq!(fit_window(None, now, i), i);
+    // A clock ahead of now is not a negative window.
+    assert_eq!(fit_window(ago(-50), now, i), i);
+    assert_eq!(fit_window(ago(90_000), now, i), Duration::from_secs(86_400));
+}

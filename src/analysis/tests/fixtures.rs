@@ -35,6 +35,7 @@ pub(super) fn context(weight: i32) -> AnalysisContext {
         baseline_deployment: "storefront".into(),
         candidate_deployment: "storefront-candidate".into(),
         stage_index: 1,
+        stage_started_at: None,
         weight,
         now: Timestamp::UNIX_EPOCH,
         baseline_config: Some(RenderedServer {

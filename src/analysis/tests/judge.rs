@@ -354,3 +354,19 @@ fn queue_time_below_the_floor_is_not_tested_statistically() {
         Verdict::Inconclusive
     );
 }
+
+#[test]
+fn memory_growth_reads_per_hour_and_time_to_limit_in_hours() {
+    let mut c = check(Some(BuiltinMetric::MemoryGrowth));
+    c.max = Some(Limit::Text("50Mi".into()));
+    let (limits, unit) = (Limits::from_check(&c).unwrap(), Unit::of(&c));
+    let (v, why) = judge_check(&limits, unit, Some(0.0), Some(2.0 * 1024.0 * 1024.0 * 1024.0), None);
+    assert_eq!(v, Verdict::Fail);
+    assert_eq!(why, "candidate 2Gi/h is above max 50Mi/h (baseline 0Mi/h)");
+    let mut c = check(Some(BuiltinMetric::TimeToLimit));
+    c.min = Some(Limit::Text("24h".into()));
+    let (limits, unit) = (Limits::from_check(&c).unwrap(), Unit::of(&c));
+    let (v, why) = judge_check(&limits, unit, Some(315_360_000.0), Some(300.0), None);
+    assert_eq!(v, Verdict::Fail);
+    assert_eq!(why, "candidate 300s is below min 24h (baseline 87600h)");
+}

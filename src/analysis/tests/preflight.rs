@@ -183,6 +183,20 @@ fn db_pool_wait_and_cpu_utilization_name_their_series_and_who_writes_them() {
     );
 }
 
+#[test]
+fn memory_growth_needs_the_working_set_and_time_to_limit_also_the_limit() {
+    let a = with(
+        r#"[{metric: memoryGrowth, max: 50Mi}, {metric: timeToLimit, min: 24h}]"#,
+        "{metrics: {preset: yabeda}}",
+    );
+    let ws = vec!["container_memory_working_set_bytes".to_string()];
+    assert_eq!(needs_of(&a, "memoryGrowth"), vec![ws.clone()]);
+    assert_eq!(
+        needs_of(&a, "timeToLimit"),
+        vec![ws, vec!["container_spec_memory_limit_bytes".to_string()]]
+    );
+}
+
 #[tokio::test]
 async fn a_yabeda_app_without_the_gem_is_told_where_the_pool_counter_comes_from() {
     let a = with(

@@ -179,6 +179,7 @@ fn the_summary_probes_are_valid_promql() {
         pods: pods_regex("storefront"),
         interval: std::time::Duration::from_secs(60),
         container: "web".into(),
+        window: std::time::Duration::from_secs(60),
     };
     let name = "ruby_http_request_duration_seconds";
     let (_, quantile) = summary_quantile_template(BuiltinMetric::Latency, Some(0.9), name).unwrap();

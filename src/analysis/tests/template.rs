@@ -8,6 +8,7 @@ fn vars() -> TemplateVars {
         pods: pods_regex("storefront"),
         interval: Duration::from_secs(60),
         container: "web".into(),
+        window: Duration::from_secs(600),
     }
 }
 

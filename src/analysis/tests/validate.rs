@@ -74,7 +74,7 @@ fn validate_refuses_an_unknown_template_variable_naming_the_check() {
     assert_eq!(
         validate(&a).unwrap_err().to_string(),
         "spec.analysis.checks[1].query: check backlog: unknown template variable {{pod}} \
-         (known: namespace, pods, interval, container)"
+         (known: namespace, pods, interval, container, window)"
     );
 }
 

@@ -107,6 +107,7 @@ fn context(now: i64, candidate: &str, weight: i32, stage_index: i32) -> Analysis
         baseline_deployment: format!("{TARGET}-fresh"),
         candidate_deployment: candidate.into(),
         stage_index,
+        stage_started_at: None,
         weight,
         now: at(now),
         baseline_config: None,

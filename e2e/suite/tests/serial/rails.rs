@@ -46,7 +46,10 @@ async fn rails_pool() {
                 {"metric": "cpuUtilization", "max": "90%"},
             ]),
         )
-        .stage_s(40)
+        // 40 s intervals: cAdvisor updates CPU every 15–30 s here, and cpuUtilization's rate
+        // needs two of its samples in the interval.
+        .interval_s(40)
+        .stage_s(45)
         .extra(json!({"analysis": {"metrics": {"preset": "yabeda"}}}));
         s.apply(&exp).await?;
         let (e, min_ready) = s

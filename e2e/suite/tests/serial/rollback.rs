@@ -108,6 +108,62 @@ async fn memory() {
     .await;
 }
 
+/// Seed 004's memory over hours, seen in a minute: a candidate whose working set grows ~2 GB an
+/// hour (64 KiB kept per request) is rolled back at the first stage on its projection —
+/// `timeToLimit` (the busiest pod's minutes to its 256Mi limit at the slope fitted over the
+/// stage) under `min: 24h` — long before it would be OOM-killed; `memoryGrowth` says the rate.
+#[tokio::test]
+#[ignore = "needs the e2e cluster (e2e/run)"]
+async fn memory_projection() {
+    let _alone = alone().await;
+    run("memory_projection", async |s| {
+        s.deploy_target(&Target::default()).await?;
+        s.start_load(180, RATE).await?;
+        let leak = json!({"server": "puma", "workers": 2, "threads": 6,
+                          "env": [{"name": "MEMORY_GROWTH_KB_PER_REQUEST", "value": "64"}]});
+        // 40 s intervals: cAdvisor samples the working set every 15–30 s here.
+        let exp = Exp::new(
+            "projection",
+            leak,
+            json!([{"metric": "timeToLimit", "min": "24h"},
+                   {"metric": "memoryGrowth", "max": "200Mi"}]),
+        )
+        .interval_s(40)
+        .stage_s(45);
+        rollback_with(s, exp, "timeToLimit").await?;
+        let e = s.cexp("projection").await?;
+        let st = status(&e);
+        let last = st
+            .analyses
+            .last()
+            .ok_or_else(|| anyhow::anyhow!("no analysis"))?;
+        ensure!(last.weight < 100, "decided only at {}%", last.weight);
+        let value = |name: &str| {
+            last.checks
+                .iter()
+                .find(|c| c.name == name)
+                .and_then(|c| c.candidate)
+        };
+        let (ttl, growth) = (value("timeToLimit"), value("memoryGrowth"));
+        s.log(format!(
+            "projection: {:?} s to the limit, growing {:?} MiB/h",
+            ttl,
+            growth.map(|g| g / 1048576.0)
+        ));
+        // Not yet killed: the limit is still minutes to hours away, not reached.
+        ensure!(
+            ttl.is_some_and(|t| t > 30.0 && t < 86_400.0),
+            "timeToLimit {ttl:?}"
+        );
+        ensure!(
+            growth.is_some_and(|g| g > 200.0 * 1048576.0),
+            "memoryGrowth {growth:?}"
+        );
+        Ok(())
+    })
+    .await;
+}
+
 #[tokio::test]
 #[ignore = "needs the e2e cluster (e2e/run)"]
 async fn gvl_wait() {
