@@ -15,6 +15,8 @@ pub const QUEUE_TIME_FLOOR: f64 = 0.010;
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Unit {
     Seconds,
+    /// Seconds of a projection (timeToLimit), shown in Go's duration units: `6.3m`, `24h`.
+    Duration,
     Bytes,
     /// Bytes per hour (memoryGrowth; its limits are written as bytes, `50Mi`).
     BytesPerHour,
@@ -27,9 +29,8 @@ impl Unit {
     /// Built-ins have a fixed unit; a custom check takes the unit its limits are written in.
     pub fn of(check: &Check) -> Unit {
         match check.metric {
-            Some(
-                BuiltinMetric::Latency | BuiltinMetric::QueueTime | BuiltinMetric::TimeToLimit,
-            ) => Unit::Seconds,
+            Some(BuiltinMetric::Latency | BuiltinMetric::QueueTime) => Unit::Seconds,
+            Some(BuiltinMetric::TimeToLimit) => Unit::Duration,
             Some(BuiltinMetric::Memory) => Unit::Bytes,
             Some(BuiltinMetric::MemoryGrowth) => Unit::BytesPerHour,
             Some(
@@ -68,8 +69,9 @@ impl Unit {
         }
         match self {
             Unit::Seconds if v.abs() < 1.0 => format!("{}ms", trim(v * 1000.0, 1)),
-            // timeToLimit: hours read better than 86400s.
-            Unit::Seconds if v.abs() >= 3600.0 => format!("{}h", trim(v / 3600.0, 1)),
+            Unit::Duration if v.abs() >= 3600.0 => format!("{}h", trim(v / 3600.0, 1)),
+            Unit::Duration if v.abs() >= 60.0 => format!("{}m", trim(v / 60.0, 1)),
+            Unit::Duration => format!("{}s", trim(v, 0)),
             Unit::Seconds => format!("{}s", trim(v, 3)),
             Unit::Bytes if v.abs() >= 1024f64.powi(3) => {
                 format!("{}Gi", trim(v / 1024f64.powi(3), 2))

@@ -1,7 +1,8 @@
 //! Thread-count recommendation from the measured I/O share, by Amdahl's law: with a share p of
 //! request time spent outside the GVL (waiting on I/O), n threads per process give
 //! S(n) = 1 / ((1 − p) + p / n). The recommendation is the largest n whose step from n − 1
-//! still gains at least `minGain`; above `asyncAbove` an async server (Falcon) is advised.
+//! still gains at least `minGain`; above `asyncAbove` an async server (Falcon) is advised, with
+//! seed 004's worker count per core.
 
 use crate::api::{parse_percent, QuantityError, Recommendation, RecommendationSpec};
 
@@ -42,6 +43,20 @@ pub fn gvl_throughput_ceiling(p: f64) -> f64 {
     1.0 / (1.0 - p)
 }
 
+/// From this I/O share on, an app is I/O-bound for seed 004's Falcon sizing: one worker per
+/// core; below it CPU is mixed in (templates, serialization) and one worker's fibers would
+/// queue behind each other's CPU: two per core.
+pub const IO_BOUND: f64 = 0.9;
+
+/// Seed 004's Falcon workers per core for I/O share `p`.
+pub fn async_workers_per_core(p: f64) -> i32 {
+    if p >= IO_BOUND {
+        1
+    } else {
+        2
+    }
+}
+
 /// `None` unless 0 ≤ p ≤ 1 (a NaN share means the counters did not move).
 pub fn recommend(p: f64, min_gain: f64, async_above: f64) -> Option<Recommendation> {
     if !(0.0..=1.0).contains(&p) {
@@ -51,7 +66,8 @@ pub fn recommend(p: f64, min_gain: f64, async_above: f64) -> Option<Recommendati
     let speedups = (1..=table_len(threads))
         .map(|n| amdahl_speedup(p, n))
         .collect();
-    let async_server_advised = p > async_above;
+    let async_server_advised = p >= async_above;
+    let per_core = async_server_advised.then(|| async_workers_per_core(p));
     let next = if threads < MAX_THREADS {
         format!(
             "; thread {} would gain only {}",
@@ -67,9 +83,12 @@ pub fn recommend(p: f64, min_gain: f64, async_above: f64) -> Option<Recommendati
         amdahl_speedup(p, threads),
         percent(min_gain)
     );
-    if async_server_advised {
+    if let Some(n) = per_core {
+        let why = if n == 1 { "I/O-bound" } else { "CPU mixed in" };
         message = format!(
-            "I/O share {} is above {}: an async server (Falcon) is advised. For a threaded server, {threads} threads per process (speedup {:.2}×)",
+            "I/O share {} is at least {}: an async server (Falcon) is advised, {n} worker(s) per \
+             CPU core ({why}; seed 004) — judge the switch with minImprovement. For a threaded \
+             server, {threads} threads per process (speedup {:.2}×)",
             percent(p),
             percent(async_above),
             amdahl_speedup(p, threads)
@@ -80,6 +99,7 @@ pub fn recommend(p: f64, min_gain: f64, async_above: f64) -> Option<Recommendati
         source: None,
         threads: i32::try_from(threads).unwrap_or(i32::MAX),
         async_server_advised,
+        async_workers_per_core: per_core,
         speedups,
         message,
     })

@@ -256,6 +256,10 @@ pub struct Recommendation {
     pub threads: i32,
     /// Above `asyncAbove` I/O an async server (Falcon) is advised.
     pub async_server_advised: bool,
+    /// With Falcon advised: workers per CPU core (seed 004: 1 when I/O-bound, 2 when CPU is
+    /// mixed in, since one worker's fibers share one core).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub async_workers_per_core: Option<i32>,
     /// Amdahl speedup S(n) for n = 1.. (index 0 is n = 1).
     pub speedups: Vec<f64>,
     pub message: String,

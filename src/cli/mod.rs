@@ -193,7 +193,7 @@ pub struct RecommendArgs {
     #[arg(long, default_value = "5%", value_parser = share)]
     pub min_gain: f64,
     /// I/O share above which an async server (Falcon) is advised.
-    #[arg(long, default_value = "95%", value_parser = share)]
+    #[arg(long, default_value = "80%", value_parser = share)]
     pub async_above: f64,
 }
 

@@ -95,7 +95,7 @@ pub struct RecommendArgs {
     #[arg(long, default_value = "5%", value_parser = share)]
     pub min_gain: f64,
     /// I/O share above which an async server (Falcon) is advised.
-    #[arg(long, default_value = "95%", value_parser = share)]
+    #[arg(long, default_value = "80%", value_parser = share)]
     pub async_above: f64,
     /// Metric name of your exporter, as in spec.analysis.metrics: `requestsTotal=http_requests_total`,
     /// or its preset: `preset=prometheusExporter`. Repeatable; default names are the reference

@@ -368,5 +368,5 @@ fn memory_growth_reads_per_hour_and_time_to_limit_in_hours() {
     let (limits, unit) = (Limits::from_check(&c).unwrap(), Unit::of(&c));
     let (v, why) = judge_check(&limits, unit, Some(315_360_000.0), Some(300.0), None);
     assert_eq!(v, Verdict::Fail);
-    assert_eq!(why, "candidate 300s is below min 24h (baseline 87600h)");
+    assert_eq!(why, "candidate 5m is below min 24h (baseline 87600h)");
 }

@@ -70,3 +70,23 @@ fn mostly_io_advises_an_async_server() {
     };
     assert!(recommend_from_spec(0.52, &bad).is_err());
 }
+
+#[test]
+fn falcon_comes_with_seed_004s_workers_per_core() {
+    let spec = RecommendationSpec::default();
+    // Seed 000's short DB queries are in Falcon's range already; a mostly-CPU app is not.
+    let io_bound = recommend_from_spec(0.93, &spec).unwrap().unwrap();
+    assert!(io_bound.async_server_advised);
+    assert_eq!(io_bound.async_workers_per_core, Some(1));
+    assert!(
+        io_bound.message.contains("1 worker(s) per CPU core (I/O-bound; seed 004)"),
+        "{}",
+        io_bound.message
+    );
+    let mixed = recommend_from_spec(0.82, &spec).unwrap().unwrap();
+    assert_eq!(mixed.async_workers_per_core, Some(2));
+    assert!(mixed.message.contains("CPU mixed in"), "{}", mixed.message);
+    let cpu = recommend_from_spec(0.6, &spec).unwrap().unwrap();
+    assert!(!cpu.async_server_advised);
+    assert_eq!(cpu.async_workers_per_core, None);
+}

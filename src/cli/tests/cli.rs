@@ -81,7 +81,7 @@ fn recommend_takes_ratios_and_percentages() {
     };
     assert!((r.io_ratio.unwrap() - 0.52).abs() < 1e-12);
     assert!((r.min_gain - 0.05).abs() < 1e-12);
-    assert!((r.async_above - 0.95).abs() < 1e-12);
+    assert!((r.async_above - 0.80).abs() < 1e-12);
     assert!(parse(&["recommend", "--io-ratio", "1.5"]).is_err());
     assert!(parse(&["recommend", "--io-ratio", "lots"]).is_err());
     assert!(parse(&["recommend"]).is_err());

@@ -69,7 +69,7 @@ fn recommend_needs_prometheus_and_parses_its_flags() {
     assert_eq!(r.deployment, "storefront");
     assert_eq!(r.window, Duration::from_secs(600));
     assert!((r.min_gain - 0.10).abs() < 1e-12);
-    assert!((r.async_above - 0.95).abs() < 1e-12);
+    assert!((r.async_above - 0.80).abs() < 1e-12);
     assert_eq!(r.metrics, ["requestsTotal=http_requests_total"]);
     assert!(parse(&[
         "recommend",

@@ -270,6 +270,7 @@ fn analyses_are_recorded_once_and_truncated() {
                 source: None,
                 threads: 4,
                 async_server_advised: false,
+                async_workers_per_core: None,
                 speedups: vec![1.0, 1.35],
                 message: "4 threads".into(),
             }),
