@@ -528,7 +528,11 @@ const MAX_WINDOW: Duration = Duration::from_secs(24 * 3600);
 
 /// `{{window}}`: since the stage began (a fit over the stage), at least one interval, at most a
 /// day; whole seconds.
-pub fn fit_window(stage_started_at: Option<Timestamp>, now: Timestamp, interval: Duration) -> Duration {
+pub fn fit_window(
+    stage_started_at: Option<Timestamp>,
+    now: Timestamp,
+    interval: Duration,
+) -> Duration {
     let since = stage_started_at
         .map(|s| now.duration_since(s))
         .filter(|d| d.is_positive())

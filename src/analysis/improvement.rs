@@ -104,7 +104,11 @@ pub fn judge_one(
         };
     };
     let (bs, cs): (Vec<f64>, Vec<f64>) = pairs.iter().copied().unzip();
-    let typical = |v: &[f64]| median(v.to_vec()).map(|x| unit.format(x)).unwrap_or_default();
+    let typical = |v: &[f64]| {
+        median(v.to_vec())
+            .map(|x| unit.format(x))
+            .unwrap_or_default()
+    };
     let shown = format!(
         "{name}: candidate {} vs baseline {} (medians of {} intervals), {} {}",
         typical(&cs),
@@ -141,7 +145,11 @@ pub fn judge_one(
             m >= required,
             format!(
                 "{} the required {}",
-                if m >= required { "at least" } else { "less than" },
+                if m >= required {
+                    "at least"
+                } else {
+                    "less than"
+                },
                 pct(required)
             ),
         ),

@@ -360,7 +360,13 @@ fn memory_growth_reads_per_hour_and_time_to_limit_in_hours() {
     let mut c = check(Some(BuiltinMetric::MemoryGrowth));
     c.max = Some(Limit::Text("50Mi".into()));
     let (limits, unit) = (Limits::from_check(&c).unwrap(), Unit::of(&c));
-    let (v, why) = judge_check(&limits, unit, Some(0.0), Some(2.0 * 1024.0 * 1024.0 * 1024.0), None);
+    let (v, why) = judge_check(
+        &limits,
+        unit,
+        Some(0.0),
+        Some(2.0 * 1024.0 * 1024.0 * 1024.0),
+        None,
+    );
     assert_eq!(v, Verdict::Fail);
     assert_eq!(why, "candidate 2Gi/h is above max 50Mi/h (baseline 0Mi/h)");
     let mut c = check(Some(BuiltinMetric::TimeToLimit));

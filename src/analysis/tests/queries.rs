@@ -90,9 +90,8 @@ fn cpu_utilization_is_the_busiest_pods_cpu_over_its_limit_else_its_request() {
 #[test]
 fn memory_growth_and_time_to_limit_fit_the_working_set_over_the_window() {
     let c = r#"{namespace="{{namespace}}",pod=~"{{pods}}",container="{{container}}"}"#;
-    let slope = format!(
-        "max by (pod) (deriv(container_memory_working_set_bytes{c}[{{{{window}}}}]))"
-    );
+    let slope =
+        format!("max by (pod) (deriv(container_memory_working_set_bytes{c}[{{{{window}}}}]))");
     assert_eq!(
         builtin_template(BuiltinMetric::MemoryGrowth, None, &MetricNames::default()).unwrap(),
         format!("max({slope}) * 3600")

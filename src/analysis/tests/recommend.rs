@@ -79,7 +79,9 @@ fn falcon_comes_with_seed_004s_workers_per_core() {
     assert!(io_bound.async_server_advised);
     assert_eq!(io_bound.async_workers_per_core, Some(1));
     assert!(
-        io_bound.message.contains("1 worker(s) per CPU core (I/O-bound; seed 004)"),
+        io_bound
+            .message
+            .contains("1 worker(s) per CPU core (I/O-bound; seed 004)"),
         "{}",
         io_bound.message
     );

@@ -160,7 +160,14 @@ mod improvement {
 
     #[test]
     fn zero_baselines_and_no_data_never_meet_it() {
-        let i = judge_one("dbPoolWait", 0.3, Unit::Share, &[0.0, 0.0], &[0.0, 0.0], None);
+        let i = judge_one(
+            "dbPoolWait",
+            0.3,
+            Unit::Share,
+            &[0.0, 0.0],
+            &[0.0, 0.0],
+            None,
+        );
         assert!(!i.met);
         assert_eq!(i.measured, None);
         assert!(i.detail.contains("no interval"), "{}", i.detail);

@@ -300,10 +300,7 @@ async fn not_improved() {
             msg.contains("latency: candidate") && msg.contains("30%"),
             "the decision does not give the measured difference: {msg}"
         );
-        ensure!(
-            status(&e).improvement.is_some(),
-            "no status.improvement"
-        );
+        ensure!(status(&e).improvement.is_some(), "no status.improvement");
         // Every stage was walked: the last analyses ran at 100 %.
         ensure!(
             status(&e).analyses.iter().any(|a| a.weight == 100),

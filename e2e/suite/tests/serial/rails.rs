@@ -84,8 +84,7 @@ async fn rails_pool() {
             .analyses
             .iter()
             .flat_map(|a| a.checks.iter())
-            .filter(|c| c.name == "cpuUtilization" && c.candidate.is_some())
-            .last()
+            .rfind(|c| c.name == "cpuUtilization" && c.candidate.is_some())
             .cloned()
             .ok_or_else(|| anyhow::anyhow!("cpuUtilization never had a candidate value"))?;
         s.log(format!(

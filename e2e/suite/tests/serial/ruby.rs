@@ -191,7 +191,10 @@ async fn ruby_falcon() {
             ensure!(got == want, "target {var}={got}, not {want}");
         }
         ensure!(
-            s.env("storefront", "PUMA_MAX_THREADS").await.unwrap_or_default().is_empty(),
+            s.env("storefront", "PUMA_MAX_THREADS")
+                .await
+                .unwrap_or_default()
+                .is_empty(),
             "PUMA_MAX_THREADS left in the promoted target"
         );
         ensure!(
