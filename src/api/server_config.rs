@@ -37,13 +37,22 @@ pub enum FalconMode {
     Serve,
 }
 
-#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, KubeSchema)]
 #[serde(rename_all = "camelCase")]
+#[x_kube(
+    validation = Rule::new("!has(self.config) || self.mode == 'host'").message("config is the file falcon host reads; serve takes none").field_path(".config").reason(kube::core::Reason::FieldValueForbidden)
+)]
 pub struct FalconOptions {
     pub mode: FalconMode,
     /// Bind URL for `serve`; default `http://0.0.0.0:$(PORT)` with the container's first port.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub bind: Option<String>,
+    /// The file `falcon host` reads, relative to the working directory: `config/falcon.rb`
+    /// where the app keeps it (seed 004, the Ruby reference app). Omitted: Falcon's own
+    /// default, `falcon.rb`. The operator cannot look inside the image, so it does not guess.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(regex(pattern = r"^[A-Za-z0-9_./-]{1,255}$"), length(max = 255))]
+    pub config: Option<String>,
 }
 
 /// A Ruby server and its concurrency. The same type describes the candidate (from the spec)

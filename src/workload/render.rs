@@ -102,7 +102,9 @@ pub fn render_server(
             }
             match config.falcon.as_ref().map(|f| f.mode) {
                 Some(FalconMode::Host) => {
-                    set_command(container, ["falcon", "host"].map(String::from).to_vec())
+                    let mut cmd: Vec<String> = ["falcon", "host"].map(String::from).to_vec();
+                    cmd.extend(config.falcon.as_ref().and_then(|f| f.config.clone()));
+                    set_command(container, cmd)
                 }
                 Some(FalconMode::Serve) => {
                     let bind = config

@@ -97,7 +97,11 @@ pub fn falcon(workers: i32, mode: Option<FalconMode>) -> ServerConfig {
     ServerConfig {
         server: ServerKind::Falcon,
         workers: Some(workers),
-        falcon: mode.map(|mode| FalconOptions { mode, bind: None }),
+        falcon: mode.map(|mode| FalconOptions {
+            mode,
+            bind: None,
+            config: None,
+        }),
         ..ServerConfig::default()
     }
 }

@@ -114,6 +114,7 @@ fn puma_to_falcon_drops_pumas_variables_keeps_the_pool_and_sets_the_command() {
         falcon: Some(FalconOptions {
             mode: FalconMode::Serve,
             bind: Some("http://[::]:9292".into()),
+            config: None,
         }),
         ..falcon(1, None)
     };
@@ -132,6 +133,7 @@ fn puma_to_falcon_drops_pumas_variables_keeps_the_pool_and_sets_the_command() {
         falcon: Some(FalconOptions {
             mode: FalconMode::Serve,
             bind: None,
+            config: None,
         }),
         ..falcon(1, None)
     };
@@ -372,4 +374,30 @@ fn the_pool_reads_back_from_db_pool_then_rails_max_threads() {
     let read = read_baseline(&d, None, &no_config_maps()).unwrap();
     assert_eq!(read.db_pool, Some(6));
     assert_eq!(read.summary(), "falcon 2 workers, pool 6");
+}
+
+#[test]
+fn falcon_host_reads_the_config_file_it_is_given() {
+    let config = ServerConfig {
+        falcon: Some(FalconOptions {
+            mode: FalconMode::Host,
+            bind: None,
+            config: Some("config/falcon.rb".into()),
+        }),
+        ..falcon(2, None)
+    };
+    let c = rendered(puma_2x6(), &config);
+    assert_eq!(
+        c.command,
+        Some(vec![
+            "falcon".into(),
+            "host".into(),
+            "config/falcon.rb".into()
+        ])
+    );
+    // Read back, the command is the baseline's as it is.
+    let d = deployment("storefront", vec![c]);
+    let read = read_baseline(&d, None, &no_config_maps()).unwrap();
+    assert_eq!(read.server, ServerKind::Falcon);
+    assert_eq!(read.workers, Some(2));
 }
