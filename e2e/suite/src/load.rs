@@ -154,6 +154,23 @@ impl Scenario {
         Ok(result)
     }
 
+    /// Ends the load, says what it counted, and fails if any request failed.
+    pub async fn stop_load_no_request_lost(&self) -> Result<LoadResult> {
+        let load = self.stop_load_and_count().await?;
+        self.log(format!(
+            "load: {} answered, {} failed",
+            load.answered,
+            load.failed()
+        ));
+        anyhow::ensure!(
+            load.failed() == 0,
+            "{} of {} requests failed: {load:?}",
+            load.failed(),
+            load.answered + load.failed()
+        );
+        Ok(load)
+    }
+
     /// Waits (at most `secs`) for the load pod to finish and returns what it counted: its
     /// own summary (`--json`), the user's view of every request sent.
     pub async fn load_result(&self, secs: u64) -> Result<LoadResult> {

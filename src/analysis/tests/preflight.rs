@@ -89,6 +89,13 @@ fn needs_of(a: &Analysis, check: &str) -> Vec<Vec<String>> {
         .collect()
 }
 
+/// Per need, the metric names as owned strings.
+fn names(v: &[&[&str]]) -> Vec<Vec<String>> {
+    v.iter()
+        .map(|n| n.iter().map(|m| m.to_string()).collect())
+        .collect()
+}
+
 #[test]
 fn each_builtin_check_looks_up_the_series_it_cannot_do_without() {
     let a = with(
@@ -97,11 +104,7 @@ fn each_builtin_check_looks_up_the_series_it_cannot_do_without() {
             {metric: threadUtilization, max: "90%"}, {metric: headroom, min: "30%"}]"#,
         "{metrics: {preset: yabeda}}",
     );
-    let s = |v: &[&[&str]]| -> Vec<Vec<String>> {
-        v.iter()
-            .map(|n| n.iter().map(|m| m.to_string()).collect())
-            .collect()
-    };
+    let s = names;
     assert_eq!(
         needs_of(&a, "latency"),
         s(&[&["rails_request_duration_seconds_bucket"]])
@@ -161,11 +164,7 @@ fn db_pool_wait_and_cpu_utilization_name_their_series_and_who_writes_them() {
         r#"[{metric: dbPoolWait, max: "5%"}, {metric: cpuUtilization, max: "90%"}]"#,
         "{metrics: {preset: yabeda}}",
     );
-    let s = |v: &[&[&str]]| -> Vec<Vec<String>> {
-        v.iter()
-            .map(|n| n.iter().map(|m| m.to_string()).collect())
-            .collect()
-    };
+    let s = names;
     assert_eq!(
         needs_of(&a, "dbPoolWait"),
         s(&[
