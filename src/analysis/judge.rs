@@ -39,7 +39,8 @@ impl Unit {
                 | BuiltinMetric::ThreadUtilization
                 | BuiltinMetric::Headroom
                 | BuiltinMetric::DbPoolWait
-                | BuiltinMetric::CpuUtilization,
+                | BuiltinMetric::CpuUtilization
+                | BuiltinMetric::EventLoopLag,
             ) => Unit::Share,
             Some(BuiltinMetric::Backlog) => Unit::Plain,
             None => [&check.max, &check.min]

@@ -301,6 +301,10 @@ fn builtin_needs(
             },
         ],
         BuiltinMetric::Memory | BuiltinMetric::MemoryGrowth => vec![cadvisor_memory(names, t)],
+        // Written by async servers only: the target is usually the threaded baseline, which
+        // never has it; the candidate does not exist yet. Nothing to look up before traffic
+        // (without the probe the check has no candidate value: Inconclusive, never a pass).
+        BuiltinMetric::EventLoopLag => Vec::new(),
         BuiltinMetric::GvlWait => vec![
             Need {
                 any_of: vec![series(

@@ -82,6 +82,8 @@ pub fn validate_names(names: &MetricNames) -> Result<(), QueryError> {
     metric("memory", &names.memory)?;
     metric("cpuUsage", &names.cpu_usage)?;
     metric("dbPoolWaitSeconds", &names.db_pool_wait_seconds)?;
+    metric("eventLoopLagSeconds", &names.event_loop_lag_seconds)?;
+    metric("eventLoopProbeSeconds", &names.event_loop_probe_seconds)?;
     metric("backlog", &names.backlog)?;
     if let Some(b) = &names.busy_threads {
         metric("busyThreads", b)?;
@@ -225,6 +227,14 @@ pub fn builtin_template(
             format!("max({}) * 3600", memory_slope(m))
         }
         BuiltinMetric::TimeToLimit => time_to_limit(names)?,
+        BuiltinMetric::EventLoopLag => {
+            // Per pod (its workers summed): late seconds over the seconds the probe covered.
+            let l = metric("eventLoopLagSeconds", &names.event_loop_lag_seconds)?;
+            let p = metric("eventLoopProbeSeconds", &names.event_loop_probe_seconds)?;
+            format!(
+                "max(sum by (pod) (rate({l}{{{SELECTOR}}}[{{{{interval}}}}])) / sum by (pod) (rate({p}{{{SELECTOR}}}[{{{{interval}}}}])))"
+            )
+        }
         BuiltinMetric::Headroom => return Err(QueryError::NotAQuery { check: "headroom" }),
     })
 }

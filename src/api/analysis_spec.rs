@@ -186,6 +186,10 @@ pub enum BuiltinMetric {
     /// Seconds until the busiest pod reaches its container memory limit at that slope
     /// (`min: 24h`); 10 years when it does not grow. Needs a memory limit.
     TimeToLimit,
+    /// The busiest pod's share of time its async event loop ran late (0–1): a blocking call
+    /// (shell-out, a C extension keeping the GVL, sync file I/O) stalls every fiber of a
+    /// worker, which mean latency at low load does not show. Falcon candidates only.
+    EventLoopLag,
 }
 
 impl BuiltinMetric {
@@ -203,6 +207,7 @@ impl BuiltinMetric {
             BuiltinMetric::CpuUtilization => "cpuUtilization",
             BuiltinMetric::MemoryGrowth => "memoryGrowth",
             BuiltinMetric::TimeToLimit => "timeToLimit",
+            BuiltinMetric::EventLoopLag => "eventLoopLag",
         }
     }
 }

@@ -56,6 +56,7 @@ use super::traffic::Traffic;
     // A Falcon candidate has no Puma thread pool: these checks would be Inconclusive at every
     // analysis and roll back for nothing.
     validation = Rule::new("!self.analysis.checks.exists(c, has(c.metric) && (c.metric == 'backlog' || c.metric == 'threadUtilization')) || ((!has(self.candidate) || self.candidate.server != 'falcon') && (!has(self.candidates) || !self.candidates.exists(v, v.server == 'falcon')))").message("backlog and threadUtilization read Puma's thread pool stats, which a falcon candidate does not have (use queueTime or a custom query)").field_path(".analysis.checks"),
+    validation = Rule::new("!self.analysis.checks.exists(c, has(c.metric) && c.metric == 'eventLoopLag') || (has(self.candidate) && self.candidate.server == 'falcon') || (has(self.candidates) && self.candidates.all(v, v.server == 'falcon'))").message("eventLoopLag reads an async server's event-loop lag probe: every candidate must be falcon").field_path(".analysis.checks"),
     // Transition rules (they compare with the stored object, so they run on updates only, and
     // a status write leaves the spec as it was). On the spec rather than on the fields: a rule
     // on an optional field runs only when old and new both have it, so adding or removing

@@ -68,6 +68,12 @@ pub struct MetricsSpec {
     /// Counter of seconds requests waited for a DB connection (`dbPoolWait`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub db_pool_wait_seconds: Option<String>,
+    /// Counter of seconds an async server's event loop ran its timers late (`eventLoopLag`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub event_loop_lag_seconds: Option<String>,
+    /// Counter of seconds the lag probe's timers covered: `eventLoopLag`'s denominator.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub event_loop_probe_seconds: Option<String>,
     /// Puma gauge: requests waiting for a thread.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub backlog: Option<String>,
@@ -97,6 +103,8 @@ pub struct MetricNames {
     pub memory: String,
     pub cpu_usage: String,
     pub db_pool_wait_seconds: String,
+    pub event_loop_lag_seconds: String,
+    pub event_loop_probe_seconds: String,
     pub backlog: String,
     /// `None`: the exporter has no busy-threads gauge; busy is max − pool capacity.
     pub busy_threads: Option<String>,
@@ -138,6 +146,9 @@ impl MetricNames {
             // The concurrency-metrics gem's (and the reference images') name in every preset:
             // yabeda-activerecord has only gauges of waiting threads, no time.
             db_pool_wait_seconds: s("ruby_db_pool_wait_seconds_total"),
+            // The gem's and the reference async server's lag probe, in every preset.
+            event_loop_lag_seconds: s("ruby_event_loop_lag_seconds_total"),
+            event_loop_probe_seconds: s("ruby_event_loop_probe_seconds_total"),
             backlog: s("puma_backlog"),
             // The reference images' `puma_running` is Puma's spawned threads, not busy ones.
             busy_threads: None,
@@ -183,6 +194,11 @@ impl MetricsSpec {
             memory: pick(&self.memory, base.memory),
             cpu_usage: pick(&self.cpu_usage, base.cpu_usage),
             db_pool_wait_seconds: pick(&self.db_pool_wait_seconds, base.db_pool_wait_seconds),
+            event_loop_lag_seconds: pick(&self.event_loop_lag_seconds, base.event_loop_lag_seconds),
+            event_loop_probe_seconds: pick(
+                &self.event_loop_probe_seconds,
+                base.event_loop_probe_seconds,
+            ),
             backlog: pick(&self.backlog, base.backlog),
             busy_threads: self.busy_threads.clone().or(base.busy_threads),
             pool_capacity: pick(&self.pool_capacity, base.pool_capacity),

@@ -35,7 +35,7 @@ pub use prom::split_within;
 // prom.rs), so a module rename there is a change here of these lines.
 pub use concurrency_operator::api::{
     CheckResult, ConcurrencyExperiment, ConcurrencyExperimentStatus, MetricNames, Phase,
-    SelectionStatus,
+    SelectionStatus, Verdict,
 };
 pub use kubectl::{kc, kc_spawn};
 pub use operator::{operator_name, operator_ns};

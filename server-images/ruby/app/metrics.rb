@@ -64,6 +64,17 @@ module Reference
       end
     end
 
+    # One tick of the async worker's event-loop probe: `late` seconds after it was due, out of
+    # `covered` seconds it waited in all (EventLoopProbe).
+    def record_loop_lag(late, covered)
+      @mutex.synchronize do
+        reset_for_this_process if @pid != Process.pid
+        @state[:loop_lag] += late
+        @state[:loop_probe] += covered
+        @dirty = true
+      end
+    end
+
     # Request queue time (seconds) of one request that carried X-Request-Start.
     def record_queue_time(seconds)
       @mutex.synchronize do
@@ -105,6 +116,10 @@ module Reference
               "ESTIMATE: request wall time - running - io wait - pool wait - run-queue wait.")
       counter(lines, "ruby_db_pool_wait_seconds_total", total[:pool],
               "Time requests waited for a DB slot (Async::Semaphore, DB_CONCURRENCY).")
+      counter(lines, "ruby_event_loop_lag_seconds_total", total[:loop_lag],
+              "Seconds the async worker's event loop ran its probe timer late (a blocking call stalls every fiber); 0 under Puma.")
+      counter(lines, "ruby_event_loop_probe_seconds_total", total[:loop_probe],
+              "Seconds the event-loop probe's timers covered: eventLoopLag's denominator.")
       counter(lines, "ruby_cpu_runqueue_wait_seconds_total", total[:runqueue],
               "Time request threads were runnable but not given a CPU by the kernel (schedstat).")
       puma_gauges(lines, states)
@@ -150,7 +165,7 @@ module Reference
 
     def empty_state(pid)
       { pid: pid, index: Integer(ENV.fetch("PUMA_WORKER_INDEX", "0"), exception: false) || 0, buckets: Array.new(BUCKETS.size + 1, 0), sum: 0.0, count: 0, status: {},
-        running: 0.0, io: 0.0, gvl: 0.0, pool: 0.0, runqueue: 0.0, puma: nil,
+        running: 0.0, io: 0.0, gvl: 0.0, pool: 0.0, runqueue: 0.0, loop_lag: 0.0, loop_probe: 0.0, puma: nil,
         queue_buckets: Array.new(@queue_bounds.size + 1, 0), queue_sum: 0.0, queue_count: 0 }
     end
 
@@ -211,6 +226,8 @@ module Reference
         acc[:buckets] = acc[:buckets].zip(s[:buckets]).map(&:sum)
         acc[:queue_buckets] = acc[:queue_buckets].zip(s[:queue_buckets]).map(&:sum)
         %i[sum count running io gvl pool runqueue queue_sum queue_count].each { |k| acc[k] += s[k] }
+        # A file written before the probe existed has no lag keys.
+        %i[loop_lag loop_probe].each { |k| acc[k] += s.fetch(k, 0.0) }
         s[:status].each { |code, n| acc[:status][code] = acc[:status].fetch(code, 0) + n }
       end
       acc

@@ -15,14 +15,16 @@ module Reference
   #   /b  a 0.5 s I/O wait (sleep, like the seed's pattern B)
   #   /c  five short queries, then two sequential external HTTP calls of 300 ms each
   #   /   the work configured by CPU_MS, IO_MS, IO_CALLS, DB_MS, DB_CALLS, IO_MODE
-  # Query parameters: cpu_ms, io_ms, io_calls, db_ms, db_calls, io_mode (sleep|http).
+  # Query parameters: cpu_ms, io_ms, io_calls, db_ms, db_calls, io_mode (sleep|http), block_ms
+  # (a C call that blocks without yielding — seed 004's MiniMagick shell-out: off the GVL, so
+  # Puma's other threads run on; under an async server the whole worker's event loop stalls).
   class App
     PATTERNS = {
       "/a" => { cpu_ms: 0.5, io_ms: 0.0, io_calls: 0, db_ms: 2.0, db_calls: 1, io_mode: "sleep" },
       "/b" => { cpu_ms: 0.0, io_ms: 500.0, io_calls: 1, db_ms: 0.0, db_calls: 0, io_mode: "sleep" },
       "/c" => { cpu_ms: 1.0, io_ms: 300.0, io_calls: 2, db_ms: 2.0, db_calls: 5, io_mode: "http" }
     }.freeze
-    FLOAT_PARAMS = %i[cpu_ms io_ms db_ms].freeze
+    FLOAT_PARAMS = %i[cpu_ms io_ms db_ms block_ms].freeze
     INT_PARAMS = %i[io_calls db_calls].freeze
     MAX_MS = 600_000.0
     MAX_CALLS = 1000
@@ -36,7 +38,7 @@ module Reference
       @db_limiter = db_limiter
       @defaults = {
         cpu_ms: settings.cpu_ms, io_ms: settings.io_ms, io_calls: settings.io_calls,
-        db_ms: settings.db_ms, db_calls: settings.db_calls, io_mode: settings.io_mode
+        db_ms: settings.db_ms, db_calls: settings.db_calls, io_mode: settings.io_mode, block_ms: 0.0
       }
       @delay_uri = settings.delay_url && URI(settings.delay_url)
     end
@@ -61,6 +63,7 @@ module Reference
     private
 
     def run(work, timing)
+      block(work[:block_ms] / 1000.0, timing) if work.fetch(:block_ms, 0).positive?
       work[:db_calls].times { db_query(work[:db_ms], timing) }
       burn_cpu(work[:cpu_ms] / 1000.0)
       work[:io_calls].times { dependency_call(work[:io_ms], work[:io_mode], timing) }
@@ -90,6 +93,14 @@ module Reference
       elsif seconds.positive?
         timing.io_wait(seconds) { sleep(seconds) }
       end
+    end
+
+    # libc usleep through Fiddle: the thread sleeps off the GVL, but the fiber scheduler never
+    # hears of it, so an async worker's reactor cannot run any other fiber meanwhile.
+    def block(seconds, timing)
+      require "fiddle"
+      @usleep ||= Fiddle::Function.new(Fiddle.dlopen(nil)["usleep"], [Fiddle::TYPE_INT], Fiddle::TYPE_INT)
+      timing.io_wait(seconds) { @usleep.call((seconds * 1_000_000).round) }
     end
 
     # A real socket round trip to the delay server (bin/delay-server): Net::HTTP blocks the
@@ -148,6 +159,8 @@ module Reference
 
   # Times every request except /metrics and /healthz (the readiness probe) and records it.
   class Instrument
+    attr_reader :metrics
+
     def initialize(app, metrics, timing_mode, fibers:)
       @app = app
       @metrics = metrics

@@ -80,6 +80,32 @@ class ServerTest < Minitest::Test
     assert stop_server.success?, "bin/serve exits 0 when told to stop"
   end
 
+  # A call that blocks without yielding (usleep through Fiddle) stalls the async worker's event
+  # loop: the probe's timer runs late for about as long as the calls block, while sleeps that
+  # yield to the scheduler leave it on time. Puma exports the counters at 0.
+  def test_blocking_calls_show_as_event_loop_lag_in_the_async_server
+    start_server("SERVER" => "falcon", "WEB_CONCURRENCY" => "1")
+    before = metrics
+    10.times { get("/?block_ms=100&io_calls=0") }
+    m = metrics
+    lag = m["ruby_event_loop_lag_seconds_total"] - before["ruby_event_loop_lag_seconds_total"]
+    covered = m["ruby_event_loop_probe_seconds_total"] - before["ruby_event_loop_probe_seconds_total"]
+    # 1 s of blocking: the probe was late for most of it (each block delays one 20 ms timer).
+    assert_operator lag, :>=, 0.6, "lag #{lag} s over #{covered} s"
+    assert_operator covered, :>=, lag
+    quiet = metrics
+    10.times { get("/?io_ms=100&io_calls=1") }
+    m = metrics
+    lag = m["ruby_event_loop_lag_seconds_total"] - quiet["ruby_event_loop_lag_seconds_total"]
+    covered = m["ruby_event_loop_probe_seconds_total"] - quiet["ruby_event_loop_probe_seconds_total"]
+    assert_operator lag / covered, :<, 0.3, "yielding sleeps: lag #{lag} s over #{covered} s"
+    stop_server
+    start_server("SERVER" => "puma")
+    m = metrics
+    assert_equal 0, m["ruby_event_loop_lag_seconds_total"]
+    assert_equal 0, m["ruby_event_loop_probe_seconds_total"]
+  end
+
   # One GVL: four threads each needing 100 ms of CPU cannot all run at once, and the waiting
   # must show up as GVL wait (estimated on Ruby 3.1, measured with gvltools on 3.2+). Started
   # together they would wait 0 + 100 + 200 + 300 ms. Each request first waits 400 ms on a

@@ -196,6 +196,17 @@ fn memory_growth_needs_the_working_set_and_time_to_limit_also_the_limit() {
     );
 }
 
+#[test]
+fn event_loop_lag_is_not_looked_up_on_a_threaded_target() {
+    let a = with(
+        r#"[{metric: eventLoopLag, max: "5%"}]"#,
+        "{metrics: {preset: yabeda}}",
+    );
+    let p = plan(&a, &target()).unwrap();
+    assert!(p.checks.iter().all(|c| c.check != "eventLoopLag"));
+    assert!(!p.queries().join("\n").contains("event_loop"));
+}
+
 #[tokio::test]
 async fn a_yabeda_app_without_the_gem_is_told_where_the_pool_counter_comes_from() {
     let a = with(

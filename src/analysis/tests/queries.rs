@@ -106,6 +106,19 @@ fn memory_growth_and_time_to_limit_fit_the_working_set_over_the_window() {
 }
 
 #[test]
+fn event_loop_lag_is_the_busiest_pods_late_share() {
+    let r = |m: &str| format!("sum by (pod) (rate({m}{SEL}[{{{{interval}}}}]))");
+    assert_eq!(
+        builtin_template(BuiltinMetric::EventLoopLag, None, &MetricNames::default()).unwrap(),
+        format!(
+            "max({} / {})",
+            r("ruby_event_loop_lag_seconds_total"),
+            r("ruby_event_loop_probe_seconds_total")
+        )
+    );
+}
+
+#[test]
 fn error_rate_is_the_5xx_share() {
     let names = MetricNames {
         requests_total: "http_requests_total".into(),

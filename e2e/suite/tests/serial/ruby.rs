@@ -5,8 +5,8 @@
 //! latency).
 
 use e2e_tests::{
-    alone, decision_of, ensure, run, status, ConcurrencyExperiment, Exp, Progress, Target, RATE,
-    REPLICAS,
+    alone, deciding_check, decision_of, ensure, run, status, ConcurrencyExperiment, Exp, Phase,
+    Progress, Target, Verdict, RATE, REPLICAS,
 };
 use serde_json::{json, Value};
 
@@ -192,6 +192,85 @@ async fn ruby_falcon() {
         );
         s.stop_load_no_request_lost().await?;
         s.assert_target_intact(REPLICAS).await
+    })
+    .await;
+}
+
+/// Seed 004's MiniMagick rollback on the reference app: every request makes a 50 ms call that
+/// blocks without yielding (libc `usleep` through Fiddle, as a shell-out or a C extension
+/// does). Puma 2×6 runs it in threads beside each other; the async server's worker stalls
+/// every fiber meanwhile. At low load latency barely moves, but the event loop runs its timers
+/// late a fifth of the time: rolled back at the first stage on `eventLoopLag`, named in the
+/// decision, with the latency check of the same analysis passing.
+#[tokio::test]
+#[ignore = "needs the e2e cluster (e2e/run)"]
+async fn falcon_blocking() {
+    let _alone = alone().await;
+    run("falcon_blocking", async |s| {
+        s.deploy_target(&Target::reference_app()).await?;
+        s.start_load_path(180, RATE, "/?block_ms=50&io_calls=0&cpu_ms=2")
+            .await?;
+        let exp = Exp::new(
+            "falcon-blocking",
+            json!({"server": "falcon", "workers": 2}),
+            json!([
+                {"metric": "latency", "quantile": 0.9, "maxIncrease": "200%"},
+                {"metric": "eventLoopLag", "max": "10%"},
+            ]),
+        )
+        .extra(yabeda());
+        s.apply(&exp).await?;
+        let (e, min_ready) = s
+            .min_ready_while(s.wait_phase("falcon-blocking", 240, Phase::RolledBack))
+            .await?;
+        let msg = status(&e).decision.map(|d| d.message).unwrap_or_default();
+        s.log(format!("decision: {msg}"));
+        ensure!(
+            decision_of(&e) == "Rollback/CheckFailed",
+            "decision {}: {msg}",
+            decision_of(&e)
+        );
+        let c = deciding_check(&e).ok_or_else(|| anyhow::anyhow!("no failed check"))?;
+        ensure!(c.name == "eventLoopLag", "the failed check is {}", c.name);
+        ensure!(
+            c.candidate.is_some_and(|v| v > 0.1),
+            "eventLoopLag {:?}",
+            c.candidate
+        );
+        let deciding = status(&e)
+            .analyses
+            .iter()
+            .rev()
+            .find(|a| {
+                a.checks
+                    .iter()
+                    .any(|c| c.name == "eventLoopLag" && c.verdict == Verdict::Fail)
+            })
+            .cloned()
+            .ok_or_else(|| anyhow::anyhow!("no analysis failed eventLoopLag"))?;
+        let latency = deciding
+            .checks
+            .iter()
+            .find(|c| c.name == "latency")
+            .ok_or_else(|| anyhow::anyhow!("no latency check"))?;
+        s.log(format!(
+            "latency p90: baseline {:?} candidate {:?} ({:?}); eventLoopLag {:?}",
+            latency.baseline, latency.candidate, latency.verdict, c.candidate
+        ));
+        ensure!(
+            latency.verdict == Verdict::Pass,
+            "latency did not pass in the deciding analysis: {:?}",
+            latency.reason
+        );
+        ensure!(
+            min_ready >= REPLICAS as usize,
+            "ready pods dropped to {min_ready}"
+        );
+        ensure!(
+            s.env("storefront", "SERVER").await? == "puma",
+            "the target does not run Puma any more"
+        );
+        Ok(())
     })
     .await;
 }
