@@ -8,6 +8,7 @@ require_relative "concurrency_metrics/middleware"
 require_relative "concurrency_metrics/adapters"
 require_relative "concurrency_metrics/instrumentation"
 require_relative "concurrency_metrics/pool_wait"
+require_relative "concurrency_metrics/event_loop_probe"
 
 # Per-request running / I/O-wait / GVL-wait seconds for concurrency-operator, published through
 # yabeda, prometheus_exporter or the plain Prometheus client. See README.md.
@@ -74,6 +75,7 @@ module ConcurrencyMetrics
       adapters = config.backends.map { |b| Adapters.build(b, config) }
       totals = []
       totals << :db_pool_wait if pool_wait?(config)
+      totals.push(:event_loop_lag, :event_loop_probe) if event_loop?(config)
       @state = State.new(config, mode, adapters, totals)
       adapters.each do |a|
         a.setup(@state.info)
@@ -111,6 +113,11 @@ module ConcurrencyMetrics
     end
 
     private
+
+    # :auto: under Falcon (its gem is loaded before the app).
+    def event_loop?(config)
+      config.event_loop == :auto ? !defined?(::Falcon).nil? : config.event_loop
+    end
 
     # :auto: when ActiveRecord is loaded (Rails loads it before the initializers run).
     def pool_wait?(config)

@@ -9,7 +9,7 @@ module ConcurrencyMetrics
     INSTRUMENTS = %i[active_record net_http].freeze
     DEFAULT_IGNORE = ["/metrics", "/healthz", "/up"].freeze
 
-    attr_reader :sample_rate, :backends, :gvl, :instrument, :ignore_paths, :runqueue, :db_pool_wait
+    attr_reader :sample_rate, :backends, :gvl, :instrument, :ignore_paths, :runqueue, :db_pool_wait, :event_loop
     # PrometheusExporter::Client to send to (default: PrometheusExporter::Client.default).
     attr_accessor :prometheus_exporter_client
     # Prometheus::Client::Registry (default: Prometheus::Client.registry).
@@ -25,6 +25,7 @@ module ConcurrencyMetrics
       @gvl = :auto
       @runqueue = :auto
       @db_pool_wait = :auto
+      @event_loop = :auto
       @instrument = INSTRUMENTS.dup
       @ignore_paths = DEFAULT_IGNORE.dup
       @random = Random
@@ -81,6 +82,14 @@ module ConcurrencyMetrics
       raise ConfigError, "db_pool_wait must be :auto, true or false, got #{value.inspect}" unless [:auto, true, false].include?(value)
 
       @db_pool_wait = value
+    end
+
+    # Probe how late the fiber scheduler runs a timer (ruby_event_loop_lag_seconds_total and
+    # ruby_event_loop_probe_seconds_total): :auto under Falcon.
+    def event_loop=(value)
+      raise ConfigError, "event_loop must be :auto, true or false, got #{value.inspect}" unless [:auto, true, false].include?(value)
+
+      @event_loop = value
     end
 
     # Libraries whose calls count as I/O wait in estimate mode (the hook sees every wait).

@@ -11,6 +11,7 @@ module ConcurrencyMetrics
 
     def call(env)
       state = ConcurrencyMetrics.state
+      EventLoopProbe.ensure_running(state) if state&.totals&.include?(:event_loop_lag)
       # Not configured, not measured, or already measured by an outer copy of this middleware.
       return @app.call(env) if state.nil? || Thread.current[TIMING_KEY] ||
                                state.config.ignored?(env["PATH_INFO"]) || !state.config.sample?

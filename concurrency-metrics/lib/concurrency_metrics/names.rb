@@ -31,7 +31,12 @@ module ConcurrencyMetrics
     TOTALS = {
       db_pool_wait: ["db_pool_wait_seconds_total",
                      "Time threads waited for an ActiveRecord connection (every connection in " \
-                     "use), all requests (not sampled); the operator's dbPoolWait check."]
+                     "use), all requests (not sampled); the operator's dbPoolWait check."],
+      event_loop_lag: ["event_loop_lag_seconds_total",
+                       "Seconds the fiber scheduler ran the event-loop probe's timer late (a " \
+                       "call that blocks without yielding stalls every fiber); eventLoopLag."],
+      event_loop_probe: ["event_loop_probe_seconds_total",
+                         "Seconds the event-loop probe's timers covered: eventLoopLag's denominator."]
     }.freeze
 
     INFO = ["gvl_metrics_info", "How this process measures the GVL counters (value 1)."].freeze
