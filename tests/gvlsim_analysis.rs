@@ -149,6 +149,7 @@ async fn gvl_sim_candidate_with_a_slow_dependency_fails_latency() {
     let per_request = PerRequest {
         cpu: c.cpu_per_request.unwrap(),
         io: c.io_per_request.unwrap(),
+        blocking: 0.0,
     };
     let p = predict(&config, per_request, None, total, 100, 1).unwrap();
     let ideal = 2.0 * f64::from(RATE) * (CPU_MS + IO_MS + EXTRA_MS) / 1000.0 / 4.0;

@@ -18,12 +18,16 @@ use crate::api::{
 };
 
 /// CPU and I/O seconds per request, as measured.
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
 pub struct PerRequest {
     /// Time running Ruby (holding the GVL) per request, seconds.
     pub cpu: f64,
     /// Time waiting on I/O per request, seconds.
     pub io: f64,
+    /// Time an async worker's event loop was stalled per request (its lag probe): a call that
+    /// blocks without yielding runs no other fiber, so for Falcon it counts as CPU. Puma's
+    /// threads overlap it (it is in `io`, or in `cpu` if it keeps the GVL). 0 when unknown.
+    pub blocking: f64,
 }
 
 /// What limits the estimate.
@@ -85,11 +89,16 @@ pub fn worker_capacity(
     threads: Option<u32>,
     per_request: PerRequest,
 ) -> Option<(f64, Bound)> {
-    let PerRequest { cpu, io } = per_request;
+    let PerRequest { cpu, io, blocking } = per_request;
     if !(cpu.is_finite() && cpu > 0.0 && io.is_finite() && io >= 0.0) {
         return None;
     }
     let gvl = 1.0 / cpu;
+    let blocking = if blocking.is_finite() {
+        blocking.max(0.0)
+    } else {
+        0.0
+    };
     match server {
         ServerKind::Puma => {
             let t = f64::from(threads.filter(|t| *t >= 1)?);
@@ -101,7 +110,7 @@ pub fn worker_capacity(
                 (gvl, Bound::Gvl)
             })
         }
-        ServerKind::Falcon => Some((gvl, Bound::Gvl)),
+        ServerKind::Falcon => Some((1.0 / (cpu + blocking), Bound::Gvl)),
         ServerKind::Custom => None,
     }
 }
@@ -222,6 +231,8 @@ pub struct ChosenTimes {
     pub cpu: Option<f64>,
     pub io: Option<f64>,
     pub source: Option<CapacitySource>,
+    /// Async servers' stalled event loop per request, when their lag probe reports it.
+    pub blocking: Option<f64>,
 }
 
 /// The GVL counters when they give both times; else the standard metrics (`standard`: `None`
@@ -234,6 +245,7 @@ pub fn choose_times(exact: GvlTimes, standard: Option<StandardTimes>) -> ChosenT
             cpu,
             io,
             source: Some(CapacitySource::GvlCounters),
+            blocking: None,
         };
     }
     if let Some(st) = standard {
@@ -244,6 +256,7 @@ pub fn choose_times(exact: GvlTimes, standard: Option<StandardTimes>) -> ChosenT
                 cpu: st_cpu,
                 io: st_io,
                 source: Some(CapacitySource::StandardMetrics),
+                blocking: None,
             };
         }
     }
@@ -251,6 +264,7 @@ pub fn choose_times(exact: GvlTimes, standard: Option<StandardTimes>) -> ChosenT
         cpu,
         io,
         source: (cpu.is_some() || io.is_some()).then_some(CapacitySource::GvlCounters),
+        blocking: None,
     }
 }
 
@@ -279,15 +293,18 @@ pub fn variant_capacity(
     cpu_limit: Option<f64>,
 ) -> Option<VariantCapacity> {
     let (cpu, io, rate) = (usable(times.cpu), usable(times.io), usable(per_pod_rate));
+    let blocking = usable(times.blocking);
     let capacity = match (cpu, io, config) {
         (Some(cpu), Some(io), Some(config)) => {
-            config_capacity(config, PerRequest { cpu, io }, cpu_limit)
+            let blocking = blocking.unwrap_or(0.0);
+            config_capacity(config, PerRequest { cpu, io, blocking }, cpu_limit)
         }
         _ => None,
     };
     VariantCapacity {
         cpu_per_request: cpu,
         io_per_request: io,
+        blocking_per_request: blocking,
         source: times.source.filter(|_| cpu.is_some() || io.is_some()),
         per_pod_rate: rate,
         capacity_per_pod: capacity.map(|c| c.per_pod),

@@ -13,7 +13,7 @@ use std::time::Duration;
 use crate::api::{
     parse_duration, Analysis, AnalysisRecord, BaselineReference, CapacityMeasurement, Check,
     CheckResult, ConcurrencyExperimentSpec, MetricNames, Recommendation, RenderedServer,
-    ServerConfig, Verdict,
+    ServerConfig, ServerKind, Verdict,
 };
 
 use super::capacity::{
@@ -22,9 +22,9 @@ use super::capacity::{
 };
 use super::judge::{aggregate, judge_check, Limits, Unit};
 use super::queries::{
-    busiest_pod_rate_template, container_cpu_per_request_template, cpu_per_request_template,
-    io_per_request_template, io_share_template, is_headroom, requests_template,
-    total_rate_template, wall_per_request_template, HEADROOM_SOURCE,
+    blocking_per_request_template, busiest_pod_rate_template, container_cpu_per_request_template,
+    cpu_per_request_template, io_per_request_template, io_share_template, is_headroom,
+    requests_template, total_rate_template, wall_per_request_template, HEADROOM_SOURCE,
 };
 use super::recommend::recommend_from_spec;
 use super::reference::reference_baseline;
@@ -310,6 +310,7 @@ async fn variant_values(
     source: &impl MetricSource,
     names: &MetricNames,
     vars: Option<&TemplateVars>,
+    async_server: bool,
     at: Timestamp,
 ) -> (ChosenTimes, Option<f64>) {
     let Some(vars) = vars else {
@@ -318,10 +319,15 @@ async fn variant_values(
     let cpu = cpu_per_request_template(names).ok();
     let io = io_per_request_template(names).ok();
     let busiest = busiest_pod_rate_template(names).ok();
-    let (cpu, io, busiest) = futures::join!(
+    // Only an async server's event loop can stall: no query for a threaded variant.
+    let blocking = async_server
+        .then(|| blocking_per_request_template(names).ok())
+        .flatten();
+    let (cpu, io, busiest, blocking) = futures::join!(
         capacity_value(source, cpu.as_deref(), vars, at),
         capacity_value(source, io.as_deref(), vars, at),
-        capacity_value(source, busiest.as_deref(), vars, at)
+        capacity_value(source, busiest.as_deref(), vars, at),
+        capacity_value(source, blocking.as_deref(), vars, at)
     );
     let exact = GvlTimes { cpu, io };
     // Asked only when the counters fall short: most analyses need no more queries.
@@ -329,7 +335,11 @@ async fn variant_values(
         true => None,
         false => Some(standard_times(source, names, vars, at).await),
     };
-    (choose_times(exact, standard), busiest)
+    let times = ChosenTimes {
+        blocking,
+        ..choose_times(exact, standard)
+    };
+    (times, busiest)
 }
 
 /// CPU and I/O seconds per request and the busiest pod's rate per variant (`baseline` is
@@ -345,17 +355,24 @@ async fn measure_capacity(
     let names = &spec.analysis.metrics.resolve();
     let total = total_rate_template(names).ok();
     let at = ctx.now;
-    let (b, c, total) = futures::join!(
-        variant_values(source, names, baseline, at),
-        variant_values(source, names, Some(candidate), at),
-        capacity_value(source, total.as_deref(), both, at)
-    );
     let base_config = ctx.baseline_config.as_ref();
     let spec_config = ctx
         .candidate_server
         .as_ref()
         .unwrap_or(spec.single_candidate());
     let cand_config = candidate_config(spec_config, base_config);
+    let falcon = |c: Option<&RenderedServer>| c.is_some_and(|c| c.server == ServerKind::Falcon);
+    let (b, c, total) = futures::join!(
+        variant_values(source, names, baseline, falcon(base_config), at),
+        variant_values(
+            source,
+            names,
+            Some(candidate),
+            falcon(Some(&cand_config)),
+            at
+        ),
+        capacity_value(source, total.as_deref(), both, at)
+    );
     CapacityMeasurement {
         baseline: variant_capacity(b.0, b.1, base_config, ctx.baseline_cpu_limit),
         candidate: variant_capacity(c.0, c.1, Some(&cand_config), ctx.candidate_cpu_limit),

@@ -344,6 +344,14 @@ pub fn io_per_request_template(names: &MetricNames) -> Result<String, QueryError
     Ok(per_request(io, r))
 }
 
+/// An async worker's stalled event loop per request: the lag probe's late seconds over the
+/// variant's requests (capacity: a blocking call bounds a Falcon worker as CPU does).
+pub fn blocking_per_request_template(names: &MetricNames) -> Result<String, QueryError> {
+    let lag = metric("eventLoopLagSeconds", &names.event_loop_lag_seconds)?;
+    let r = metric("requestsTotal", &names.requests_total)?;
+    Ok(per_request(lag, r))
+}
+
 /// Standard metrics' CPU per request: the app container's CPU seconds (cAdvisor) over the
 /// variant's requests. Everything the container runs counts: the server, GC, other threads.
 pub fn container_cpu_per_request_template(names: &MetricNames) -> Result<String, QueryError> {

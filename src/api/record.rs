@@ -61,6 +61,10 @@ pub struct VariantCapacity {
     /// standard metrics (which counts GVL wait in).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub io_per_request: Option<f64>,
+    /// Seconds per request an async worker's event loop was stalled (its lag probe): counted
+    /// as CPU in a Falcon variant's capacity.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub blocking_per_request: Option<f64>,
     /// Where `cpuPerRequest` and `ioPerRequest` come from.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub source: Option<CapacitySource>,

@@ -20,6 +20,7 @@ pub fn offline_report(args: &RecommendArgs) -> String {
         .map(|(cpu, io)| PerRequest {
             cpu: cpu.as_secs_f64(),
             io: io.as_secs_f64(),
+            blocking: 0.0,
         });
     let p = args
         .io_ratio

@@ -408,7 +408,11 @@ pub fn report(
         (Some(cpu), Some(io)) => out.push_str(&capacity_table(
             &target.config,
             target.cpu_limit,
-            PerRequest { cpu, io },
+            PerRequest {
+                cpu,
+                io,
+                ..PerRequest::default()
+            },
             m.busiest_pod_rate,
             rec.as_ref().map(|r| r.threads),
             rec.as_ref().map_or(0, |r| r.speedups.len()),

@@ -236,6 +236,7 @@ pub(super) fn predict_step(
             let per_request = PerRequest {
                 cpu: c.cpu_per_request?,
                 io: c.io_per_request?,
+                blocking: c.blocking_per_request.unwrap_or(0.0),
             };
             let total_rate = m.total_rate?;
             let prediction = predict(&config, per_request, cpu_limit, total_rate, share, pods)?;

@@ -10,6 +10,7 @@ use k8s_openapi::api::core::v1::ResourceRequirements;
 const DEMO: PerRequest = PerRequest {
     cpu: 0.002,
     io: 0.060,
+    blocking: 0.0,
 };
 
 fn close(a: f64, b: f64) -> bool {
@@ -26,7 +27,11 @@ fn a_puma_worker_is_bound_by_its_threads_until_the_gvl_is_busy() {
     assert!(close(r, 500.0), "{r}");
     assert_eq!(bound, Bound::Gvl);
     // CPU-bound requests: one thread already keeps the GVL busy.
-    let cpu_bound = PerRequest { cpu: 0.05, io: 0.0 };
+    let cpu_bound = PerRequest {
+        cpu: 0.05,
+        io: 0.0,
+        blocking: 0.0,
+    };
     let (r, bound) = worker_capacity(ServerKind::Puma, Some(1), cpu_bound).unwrap();
     assert!(close(r, 20.0), "{r}");
     assert_eq!(bound, Bound::Gvl);
@@ -67,16 +72,22 @@ fn a_pod_is_workers_times_a_worker_capped_by_its_cpu_limit() {
 
 #[test]
 fn no_estimate_from_unusable_inputs() {
-    let zero_cpu = PerRequest { cpu: 0.0, io: 0.1 };
+    let zero_cpu = PerRequest {
+        cpu: 0.0,
+        io: 0.1,
+        blocking: 0.0,
+    };
     assert_eq!(worker_capacity(ServerKind::Puma, Some(4), zero_cpu), None);
     let nan = PerRequest {
         cpu: f64::NAN,
         io: 0.1,
+        blocking: 0.0,
     };
     assert_eq!(worker_capacity(ServerKind::Falcon, None, nan), None);
     let negative_io = PerRequest {
         cpu: 0.01,
         io: -0.1,
+        blocking: 0.0,
     };
     assert_eq!(
         worker_capacity(ServerKind::Puma, Some(4), negative_io),
@@ -240,7 +251,8 @@ fn the_gvl_counters_win_when_they_give_both_times() {
         ChosenTimes {
             cpu: Some(0.002),
             io: Some(0.060),
-            source: Some(CapacitySource::GvlCounters)
+            source: Some(CapacitySource::GvlCounters),
+            blocking: None,
         }
     );
 }
@@ -358,4 +370,39 @@ fn cpu_limits_come_from_the_resources() {
         serde_json::from_value(serde_json::json!({"requests": {"cpu": "1"}})).unwrap();
     assert_eq!(cpu_limit(Some(&r)), None);
     assert_eq!(cpu_limit(None), None);
+}
+
+#[test]
+fn a_stalled_event_loop_counts_as_cpu_for_falcon_not_for_puma() {
+    let per = PerRequest {
+        cpu: 0.002,
+        io: 0.050,
+        blocking: 0.048,
+    };
+    // Falcon: 2 ms of Ruby and 48 ms with the reactor stalled per request: 20 req/s per worker,
+    // not the 500 the CPU alone would give.
+    let (falcon, _) = worker_capacity(ServerKind::Falcon, None, per).unwrap();
+    assert!((falcon - 20.0).abs() < 1e-9, "{falcon}");
+    let (free, _) = worker_capacity(
+        ServerKind::Falcon,
+        None,
+        PerRequest {
+            blocking: 0.0,
+            ..per
+        },
+    )
+    .unwrap();
+    assert!((free - 500.0).abs() < 1e-9, "{free}");
+    // Puma's threads overlap the blocking call (it is in io): unchanged by it.
+    let (puma, _) = worker_capacity(ServerKind::Puma, Some(4), per).unwrap();
+    let (puma_free, _) = worker_capacity(
+        ServerKind::Puma,
+        Some(4),
+        PerRequest {
+            blocking: 0.0,
+            ..per
+        },
+    )
+    .unwrap();
+    assert_eq!(puma, puma_free);
 }
