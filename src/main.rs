@@ -108,6 +108,7 @@ async fn run(args: RunArgs) -> anyhow::Result<()> {
             prometheus_timeout: args.prometheus_timeout,
             prometheus,
             preflight: args.preflight,
+            allow_candidate_overrides: args.allow_candidate_overrides,
             ..Settings::default()
         },
         metrics,

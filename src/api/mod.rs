@@ -29,6 +29,7 @@ pub use text::*;
 pub use traffic::*;
 pub use verdict::*;
 
+pub mod policy;
 pub mod reason;
 
 /// The CRD as YAML, exactly as committed in `crds/`.

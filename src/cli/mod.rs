@@ -90,6 +90,15 @@ pub struct RunArgs {
         action = clap::ArgAction::Set
     )]
     pub preflight: bool,
+    /// Let candidates set command, args and env (they run with the target's ServiceAccount).
+    /// `false` makes an experiment that sets them Invalid, naming the field.
+    #[arg(
+        long,
+        env = "CONCURRENCY_OPERATOR_ALLOW_CANDIDATE_OVERRIDES",
+        default_value_t = true,
+        action = clap::ArgAction::Set
+    )]
+    pub allow_candidate_overrides: bool,
     #[command(flatten)]
     pub notify: NotifyArgs,
 }

@@ -38,6 +38,8 @@ pub struct Settings {
     /// Look up every check's series before a Pending experiment creates anything
     /// (`--preflight`; docs/experiment-reference.md, "Pre-flight").
     pub preflight: bool,
+    /// Candidates may set command, args and env (`--allow-candidate-overrides`; `api::policy`).
+    pub allow_candidate_overrides: bool,
 }
 
 impl Default for Settings {
@@ -49,6 +51,7 @@ impl Default for Settings {
             error_backoff: Duration::from_secs(5),
             max_error_backoff: Duration::from_secs(300),
             preflight: true,
+            allow_candidate_overrides: true,
         }
     }
 }

@@ -99,11 +99,15 @@ async fn reconcile_inner(exp: &ConcurrencyExperiment, ctx: &Context) -> Result<R
     let now = jiff::Timestamp::now();
     let now = jiff::Timestamp::from_second(now.as_second()).unwrap_or(now);
     let mut observations = observe::observations(exp, &fetched, now);
-    // The Prometheus provider is the one spec check that needs the operator's configuration.
+    // The spec checks that need the operator's configuration: its Prometheus providers and
+    // its policy on candidate overrides.
     if observations.spec_error.is_none() {
         if let Err(e) = ctx.prometheus.resolve(exp) {
             observations.spec_error = Some(e.to_string());
         }
+    }
+    if observations.spec_error.is_none() && !ctx.settings.allow_candidate_overrides {
+        observations.spec_error = crate::api::policy::forbidden_override(&exp.spec);
     }
     if deleting {
         observations.namespace_terminating = ctx.namespaces.terminating(&ctx.client, &ns).await;

@@ -162,3 +162,38 @@ async fn a_custom_query_that_is_not_promql_is_invalid_before_any_traffic_moves()
         fake.lines()
     );
 }
+
+#[tokio::test]
+async fn a_policy_against_overrides_refuses_a_candidates_env_before_anything_moves() {
+    let mut exp = with_finalizer(experiment());
+    let candidate = exp.spec.candidate.as_mut().unwrap();
+    candidate.env =
+        serde_json::from_value(json!([{"name": "LD_PRELOAD", "value": "/x.so"}])).unwrap();
+    let fake = FakeApi {
+        forbid_overrides: true,
+        ..FakeApi::default()
+    }
+    .with(EXP, exp.clone())
+    .with(TARGET, target(6, 6));
+    reconcile_stored(&fake).await.unwrap();
+    assert_eq!(stored_phase(&fake), Phase::Invalid);
+    let stored: ConcurrencyExperiment = fake.get(EXP).unwrap();
+    let message = stored.status.unwrap().message.unwrap();
+    assert!(
+        message
+            .contains("spec.candidate.env: this operator refuses candidate command, args and env"),
+        "{message}"
+    );
+    assert!(
+        !fake
+            .lines()
+            .iter()
+            .any(|l| l.starts_with("PATCH /apis/apps")),
+        "no Deployment touched: {:?}",
+        fake.lines()
+    );
+    // The same experiment under the default policy runs.
+    let fake = FakeApi::default().with(EXP, exp).with(TARGET, target(6, 6));
+    reconcile_stored(&fake).await.unwrap();
+    assert_ne!(stored_phase(&fake), Phase::Invalid);
+}

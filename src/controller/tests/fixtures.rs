@@ -209,6 +209,8 @@ pub struct FakeApi {
     pub without_endpoints: Arc<Mutex<Vec<String>>>,
     /// `Settings::preflight` of the Contexts made from this fake (off unless a test asks).
     pub preflight: bool,
+    /// `Settings::allow_candidate_overrides` of those Contexts (on, as the operator's default).
+    pub forbid_overrides: bool,
 }
 
 impl Default for FakeApi {
@@ -221,6 +223,7 @@ impl Default for FakeApi {
             notifier: Notifier::default(),
             without_endpoints: Default::default(),
             preflight: false,
+            forbid_overrides: false,
         }
     }
 }
@@ -335,6 +338,7 @@ impl FakeApi {
         // The pre-flight lookup needs a Prometheus; its own tests (`preflight`) turn it on.
         let settings = Settings {
             preflight: self.preflight,
+            allow_candidate_overrides: !self.forbid_overrides,
             ..Settings::default()
         };
         let ctx = Context::new(client, self.metrics.clone(), settings, caches)
