@@ -1,5 +1,6 @@
 //! A webhook receiver in the scenario's namespace (`gvl-sim receive`: it keeps every POST and
-//! lists them at `GET /received`), for the notification sinks to send to.
+//! lists them at `GET /received`), for the notification sinks to send to; and a "Prometheus"
+//! that accepts every connection and never answers in time.
 
 use k8s_openapi::api::core::v1::{Pod, Service};
 use kube::api::PostParams;
@@ -66,6 +67,44 @@ impl Scenario {
         })
         .await?;
         Ok(format!("http://{RECEIVER}.{}.svc:{PORT}", self.ns))
+    }
+
+    /// A tenant's Prometheus that hangs: it accepts every connection and never answers (a
+    /// Ruby one-liner in the reference app's image, which has Ruby). Returns its URL.
+    pub async fn start_hanging_prometheus(&self) -> Result<String> {
+        const NAME: &str = "hanging-prometheus";
+        let hang = "require 'socket'; s = TCPServer.new(9090); held = []; \
+                    loop { held << s.accept }";
+        let pod: Pod = serde_json::from_value(json!({
+            "metadata": {"name": NAME, "labels": {"app": NAME}},
+            "spec": {
+                "terminationGracePeriodSeconds": 1,
+                "containers": [{
+                    "name": "prometheus",
+                    "image": crate::reference_app_image(),
+                    "imagePullPolicy": "Never",
+                    "command": ["ruby", "-e", hang],
+                    "ports": [{"name": "http", "containerPort": 9090}],
+                    "readinessProbe": {"tcpSocket": {"port": 9090}, "periodSeconds": 1},
+                    "resources": {"requests": {"cpu": "5m", "memory": "8Mi"}, "limits": {"memory": "128Mi"}},
+                }],
+            },
+        }))?;
+        self.pods.create(&PostParams::default(), &pod).await?;
+        let svc: Service = serde_json::from_value(json!({
+            "metadata": {"name": NAME},
+            "spec": {"selector": {"app": NAME}, "ports": [{"name": "http", "port": 9090, "targetPort": 9090}]},
+        }))?;
+        kube::Api::<Service>::namespaced(self.client.clone(), &self.ns)
+            .create(&PostParams::default(), &svc)
+            .await?;
+        let pods = self.pods.clone();
+        within(60, "the hanging Prometheus pod running", async move {
+            await_condition(pods, NAME, conditions::is_pod_running()).await?;
+            Ok(())
+        })
+        .await?;
+        Ok(format!("http://{NAME}.{}.svc:9090", self.ns))
     }
 
     /// Everything the receiver got so far, in arrival order (through the apiserver's proxy).

@@ -312,3 +312,49 @@ async fn not_improved() {
     })
     .await;
 }
+
+/// One tenant's Prometheus accepts connections and never answers. Its experiment moves
+/// nothing: the pre-flight lookups time out, it stays `Pending` with the timeout in its
+/// message, and rolls back at its `progressDeadline` with no candidate ever created. The
+/// operator is not held by it: this runs side by side with the other scenarios (each with
+/// its own deadlines), and this experiment's own status keeps being written while its
+/// lookups hang.
+#[tokio::test]
+#[ignore = "needs the e2e cluster (e2e/run)"]
+async fn prometheus_hanging() {
+    run("prometheus_hanging", async |s| {
+        s.deploy_target(&Target::default()).await?;
+        let url = s.start_hanging_prometheus().await?;
+        let exp = Exp::new(
+            "hanging",
+            json!({"server": "puma", "workers": 2, "threads": 4}),
+            latency_check(),
+        )
+        .extra(json!({"progressDeadline": "45s", "analysis": {"prometheus": {"url": url}}}));
+        let t0 = std::time::Instant::now();
+        s.apply(&exp).await?;
+        s.wait_cexp("hanging", 60, "Pending, told the lookup timed out", |e| {
+            status(e).phase == Phase::Pending
+                && status(e)
+                    .message
+                    .as_deref()
+                    .is_some_and(|m| m.contains("did not answer within"))
+        })
+        .await?;
+        let e = s.wait_phase("hanging", 120, Phase::RolledBack).await?;
+        let elapsed = t0.elapsed().as_secs();
+        let msg = status(&e).decision.map(|d| d.message).unwrap_or_default();
+        s.log(format!("rolled back after {elapsed} s: {msg}"));
+        ensure!(
+            decision_of(&e) == "Rollback/ProgressDeadlineExceeded",
+            "decision {}: {msg}",
+            decision_of(&e)
+        );
+        ensure!(
+            s.deploy("storefront-candidate").await.is_err(),
+            "a candidate was created although nothing could be checked"
+        );
+        s.assert_target_intact(REPLICAS).await
+    })
+    .await;
+}

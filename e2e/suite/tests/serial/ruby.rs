@@ -204,9 +204,9 @@ async fn ruby_falcon() {
 /// decision, with the latency check of the same analysis passing.
 #[tokio::test]
 #[ignore = "needs the e2e cluster (e2e/run)"]
-async fn falcon_blocking() {
+async fn ruby_falcon_blocking() {
     let _alone = alone().await;
-    run("falcon_blocking", async |s| {
+    run("ruby_falcon_blocking", async |s| {
         s.deploy_target(&Target::reference_app()).await?;
         s.start_load_path(180, RATE, "/?block_ms=50&io_calls=0&cpu_ms=2")
             .await?;
