@@ -1,12 +1,14 @@
-//! The promotion gate's "better enough": once every stage has passed, each check with
-//! `minImprovement` is judged over the experiment's intervals (analysis::improvement). Unmet,
-//! an automatic promotion becomes a rollback with reason `NotImproved`; a manual or GitOps
+//! After the last stage: promote, hold for a person (`promotion: manual`) or for Git
+//! (`external`) — or, not better enough, roll back. "Better enough": each check with
+//! `minImprovement` is judged over the experiment's intervals (analysis::improvement); unmet,
+//! an automatic promotion becomes a rollback with reason `NotImproved`, and a manual or GitOps
 //! promotion still holds for its person or commit, told why it should perhaps not happen.
 
 use super::ctx::Ctx;
 use super::observations::EventType;
+use super::{external, finish, pause};
 use crate::analysis::improvement;
-use crate::api::reason::DecisionReason;
+use crate::api::reason::{DecisionReason, HoldReason};
 use crate::api::{truncate, Promotion};
 
 /// `status.improvement` is one sentence per check; 32 checks fit.
@@ -52,5 +54,58 @@ pub fn judge(cx: &mut Ctx) -> Outcome {
         Outcome::Met(text)
     } else {
         Outcome::Unmet(text)
+    }
+}
+
+/// Every stage has passed. `true` when the experiment left the stages (promoting, or rolling
+/// back as not better enough); `false` while it holds for a person or for Git.
+pub fn after_the_last_stage(cx: &mut Ctx) -> bool {
+    let judged = judge(cx);
+    match cx.spec.promotion {
+        Promotion::Auto => {
+            let (reason, msg) = match judged {
+                Outcome::Unmet(why) => {
+                    let msg = format!(
+                        "All stages passed, but the candidate is not better enough to switch: \
+                         {why}. Rolling back to the baseline."
+                    );
+                    cx.start_rollback(DecisionReason::NotImproved, msg);
+                    finish::roll_back(cx);
+                    return true;
+                }
+                Outcome::Met(better) => (
+                    DecisionReason::StagesPassed,
+                    format!(
+                        "All stages passed and the candidate is better enough ({better}): \
+                         promoting the candidate into the target."
+                    ),
+                ),
+                Outcome::NotAsked => (
+                    DecisionReason::StagesPassed,
+                    "All stages passed: promoting the candidate into the target.".to_string(),
+                ),
+            };
+            cx.start_promotion(reason, msg);
+            finish::promote(cx);
+            true
+        }
+        Promotion::External => {
+            external::hold(cx);
+            false
+        }
+        Promotion::Manual => match pause::approve_promotion(cx) {
+            Some(by) => {
+                let msg = format!(
+                    "All stages passed, approved by {by}: promoting the candidate into the target."
+                );
+                cx.start_promotion(DecisionReason::Approved, msg);
+                finish::promote(cx);
+                true
+            }
+            None => {
+                cx.set_hold(Some(HoldReason::AwaitingApproval));
+                false
+            }
+        },
     }
 }

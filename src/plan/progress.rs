@@ -7,7 +7,7 @@ use super::ctx::Ctx;
 use super::external;
 use super::finish;
 use super::fresh;
-use super::improvement::{self, Outcome};
+use super::improvement;
 use super::observations::{Action, EventType};
 use super::pause::{self, Pause};
 use super::readiness;
@@ -15,7 +15,7 @@ use super::split;
 use super::timing::{self, POLL};
 use super::validate::Timing;
 use crate::api::reason::{DecisionReason, HoldReason};
-use crate::api::{Phase, Promotion, RenderedServer, ANNOTATION_APPROVE};
+use crate::api::{Phase, RenderedServer, ANNOTATION_APPROVE};
 use crate::traffic::Live;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
@@ -114,39 +114,8 @@ pub fn run(cx: &mut Ctx, t: &Timing) {
                     return finish::roll_back(cx);
                 }
             }
-        } else if let (Outcome::Unmet(why), Promotion::Auto) =
-            (improvement::judge(cx), cx.spec.promotion)
-        {
-            let msg = format!(
-                "All stages passed, but the candidate is not better enough to switch: {why}. \
-                 Rolling back to the baseline."
-            );
-            cx.start_rollback(DecisionReason::NotImproved, msg);
-            return finish::roll_back(cx);
-        } else if cx.spec.promotion == Promotion::External {
-            external::hold(cx);
-        } else if cx.spec.promotion == Promotion::Manual {
-            match pause::approve_promotion(cx) {
-                Some(by) => {
-                    let msg = format!(
-                        "All stages passed, approved by {by}: promoting the candidate into the \
-                         target."
-                    );
-                    cx.start_promotion(DecisionReason::Approved, msg);
-                    return finish::promote(cx);
-                }
-                None => cx.set_hold(Some(HoldReason::AwaitingApproval)),
-            }
-        } else {
-            let msg = match &cx.status.improvement {
-                Some(better) => format!(
-                    "All stages passed and the candidate is better enough ({better}): promoting \
-                     the candidate into the target."
-                ),
-                None => "All stages passed: promoting the candidate into the target.".to_string(),
-            };
-            cx.start_promotion(DecisionReason::StagesPassed, msg);
-            return finish::promote(cx);
+        } else if improvement::after_the_last_stage(cx) {
+            return;
         }
     }
     let new_pause = pause::now(cx);
