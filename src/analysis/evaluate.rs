@@ -26,6 +26,7 @@ use super::queries::{
     cpu_per_request_template, io_per_request_template, io_share_template, is_headroom,
     requests_template, total_rate_template, wall_per_request_template, HEADROOM_SOURCE,
 };
+use super::queue_header::note_missing_header;
 use super::recommend::recommend_from_spec;
 use super::reference::reference_baseline;
 use super::source::{MetricSource, PrometheusError};
@@ -243,6 +244,7 @@ pub async fn analyse(
         })
         .collect();
     let checks = note_capacity_source(&analysis.checks, checks, capacity.as_ref());
+    let checks = note_missing_header(&analysis.checks, checks, counts.1, analysis.min_requests);
     let (verdict, reason) = match (&base_req, &cand_req) {
         (Err(e), _) if !baseline_gone => (Verdict::Inconclusive, format!("baseline {e}")),
         (_, Err(e)) => (Verdict::Inconclusive, format!("candidate {e}")),

@@ -12,6 +12,7 @@ pub mod improvement;
 pub mod judge;
 pub mod preflight;
 pub mod queries;
+pub(crate) mod queue_header;
 pub mod recommend;
 mod reference;
 mod restarts;

@@ -112,3 +112,28 @@ fn the_fit_window_is_the_stage_so_far_within_an_interval_and_a_day() {
     assert_eq!(fit_window(ago(-50), now, i), i);
     assert_eq!(fit_window(ago(90_000), now, i), Duration::from_secs(86_400));
 }
+
+#[test]
+fn a_queue_time_check_without_the_header_says_so_when_requests_were_served() {
+    use crate::analysis::queue_header::note_missing_header;
+    let specs = analysis("[{metric: queueTime, max: 50ms}, {metric: latency, max: 1s}]").checks;
+    let result = |name: &str, candidate: Option<f64>| CheckResult {
+        name: name.into(),
+        baseline: None,
+        candidate,
+        limit: String::new(),
+        verdict: Verdict::Inconclusive,
+        reason: Some("no value for the candidate (no baseline value)".into()),
+    };
+    let checks = vec![result("queueTime", Some(f64::NAN)), result("latency", None)];
+    let noted = note_missing_header(&specs, checks.clone(), Some(312.0), 50);
+    let reason = noted[0].reason.clone().unwrap();
+    assert!(
+        reason.starts_with("no request of the candidate carried X-Request-Start (312 served"),
+        "{reason}"
+    );
+    // Other checks, and a candidate without traffic, keep their reasons.
+    assert_eq!(noted[1].reason, checks[1].reason);
+    let quiet = note_missing_header(&specs, checks.clone(), Some(3.0), 50);
+    assert_eq!(quiet[0].reason, checks[0].reason);
+}
