@@ -1,7 +1,9 @@
 //! Judging one check from the baseline's and the candidate's value, and one analysis from its
 //! checks. Missing or non-finite data is Inconclusive, never Pass.
 
-use crate::api::{parse_percent, BuiltinMetric, Check, CheckResult, Limit, QuantityError, Verdict};
+use crate::api::{
+    parse_percent, AnalysisRecord, BuiltinMetric, Check, CheckResult, Limit, QuantityError, Verdict,
+};
 
 use super::stats::{allowed_above, MannWhitney};
 
@@ -290,6 +292,32 @@ pub fn judge_check(
             )
         }
         None => (Verdict::Pass, within),
+    }
+}
+
+/// Adds the entry of a rule judged beside the checks (restarts, the worker count) to an
+/// analysis already aggregated: a Fail fails the whole analysis, even with too few requests (a
+/// killed candidate serves few); an Inconclusive makes a passing analysis Inconclusive only
+/// when the rule is `binding` (a rule that only records must never hold an experiment up).
+pub fn attach_rule(record: &mut AnalysisRecord, check: CheckResult, binding: bool) {
+    let (verdict, name) = (check.verdict, check.name.clone());
+    record.checks.push(check);
+    match verdict {
+        Verdict::Fail => {
+            let names: Vec<&str> = record
+                .checks
+                .iter()
+                .filter(|c| c.verdict == Verdict::Fail)
+                .map(|c| c.name.as_str())
+                .collect();
+            record.reason = Some(format!("failed: {}", names.join(", ")));
+            record.verdict = Verdict::Fail;
+        }
+        Verdict::Inconclusive if binding && record.verdict == Verdict::Pass => {
+            record.verdict = Verdict::Inconclusive;
+            record.reason = Some(format!("inconclusive: {name}"));
+        }
+        _ => {}
     }
 }
 

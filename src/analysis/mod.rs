@@ -22,6 +22,7 @@ pub mod stats;
 mod summary;
 pub mod template;
 mod validate;
+mod workers;
 
 pub use capacity::{
     candidate_config, choose_io_share, choose_times, config_capacity, cpu_cores, cpu_limit,
@@ -54,6 +55,10 @@ pub use template::{
     TemplateVars,
 };
 pub use validate::{check_template, validate, AnalysisSpecError};
+pub use workers::{
+    check_workers, judge_workers, measure_event_loops, EventLoops, TOLERANCE as WORKERS_TOLERANCE,
+    WORKERS_CHECK,
+};
 
 #[cfg(test)]
 mod tests;

@@ -352,6 +352,16 @@ pub fn blocking_per_request_template(names: &MetricNames) -> Result<String, Quer
     Ok(per_request(lag, r))
 }
 
+/// Event loops per pod, the busiest (`max`) or the emptiest (`min`): the lag probe covers one
+/// second per second in every loop that runs it, so its rate per pod counts the async workers
+/// actually running — whatever a `count` in `falcon.rb` made of the rendered number.
+pub fn event_loops_per_pod_template(names: &MetricNames, agg: &str) -> Result<String, QueryError> {
+    let p = metric("eventLoopProbeSeconds", &names.event_loop_probe_seconds)?;
+    Ok(format!(
+        "{agg}(sum by (pod) (rate({p}{{{SELECTOR}}}[{{{{interval}}}}])))"
+    ))
+}
+
 /// Standard metrics' CPU per request: the app container's CPU seconds (cAdvisor) over the
 /// variant's requests. Everything the container runs counts: the server, GC, other threads.
 pub fn container_cpu_per_request_template(names: &MetricNames) -> Result<String, QueryError> {

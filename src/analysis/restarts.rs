@@ -10,6 +10,7 @@ use kube::ResourceExt;
 use crate::api::{CheckResult, Verdict};
 
 use super::evaluate::AnalysisOutcome;
+use super::judge::attach_rule;
 
 pub use crate::api::RESTARTS_CHECK;
 
@@ -148,15 +149,10 @@ pub fn judge_restarts(
         verdict: Verdict::Pass,
         reason: None,
     };
-    let record = &mut outcome.record;
     match restarts {
         Err(e) => {
             check.verdict = Verdict::Inconclusive;
             check.reason = Some(format!("the candidate's pods could not be read: {e}"));
-            if fail && record.verdict == Verdict::Pass {
-                record.verdict = Verdict::Inconclusive;
-                record.reason = Some(format!("inconclusive: {RESTARTS_CHECK}"));
-            }
         }
         Ok(r) => {
             check.candidate = Some(f64::from(r.total));
@@ -176,22 +172,11 @@ pub fn judge_restarts(
             }
         }
     }
-    let failed = check.verdict == Verdict::Fail;
-    record.checks.push(check);
+    attach_rule(&mut outcome.record, check, fail);
     // Where the value comes from, as status shows each check's query.
     outcome.queries.insert(
         RESTARTS_CHECK.into(),
         "the candidate's pods (Kubernetes API): app container restarts and evictions".into(),
     );
-    if failed {
-        let names: Vec<&str> = record
-            .checks
-            .iter()
-            .filter(|c| c.verdict == Verdict::Fail)
-            .map(|c| c.name.as_str())
-            .collect();
-        record.reason = Some(format!("failed: {}", names.join(", ")));
-        record.verdict = Verdict::Fail;
-    }
     outcome
 }

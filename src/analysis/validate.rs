@@ -41,12 +41,16 @@ pub enum AnalysisSpecError {
          never run"
     )]
     MinSamples { value: i32, max: i32, kept: i32 },
-    /// The name of an entry the analysis adds itself (`restarts`).
+    /// The name of an entry the analysis adds itself (`restarts`, `workers`).
     #[error(
-        "spec.analysis.checks[{index}].name: {name:?} is the name of the restart rule's entry \
-         in every analysis (analysis.failOnRestart); name the check differently"
+        "spec.analysis.checks[{index}].name: {name:?} is the name of an entry the operator adds \
+         to analyses itself ({rule}); name the check differently"
     )]
-    ReservedName { index: usize, name: &'static str },
+    ReservedName {
+        index: usize,
+        name: &'static str,
+        rule: &'static str,
+    },
 }
 
 impl AnalysisSpecError {
@@ -105,10 +109,16 @@ pub fn validate(analysis: &Analysis) -> Result<(), AnalysisSpecError> {
         container: "container".into(),
     };
     for (index, check) in analysis.checks.iter().enumerate() {
-        if check.display_name() == crate::api::RESTARTS_CHECK {
+        let name = check.display_name();
+        if let Some(&reserved) = crate::api::RULE_CHECKS.iter().find(|r| **r == name) {
+            let rule = match reserved {
+                crate::api::RESTARTS_CHECK => "analysis.failOnRestart",
+                _ => "analysis.failOnWorkerMismatch",
+            };
             return Err(AnalysisSpecError::ReservedName {
                 index,
-                name: crate::api::RESTARTS_CHECK,
+                name: reserved,
+                rule,
             });
         }
         Limits::from_check(check)?;

@@ -68,11 +68,25 @@ pub struct Analysis {
     /// records them.
     #[serde(default = "default_true")]
     pub fail_on_restart: bool,
+    /// A Falcon candidate whose pods run another number of event loops than the workers
+    /// rendered (a `count` in `falcon.rb` computed from `Etc.nprocessors` overrides
+    /// `WEB_CONCURRENCY`) fails the analysis: the experiment would judge, and promote, a config
+    /// other than the one it names. Measured by the event-loop probe (`eventLoopProbeSeconds`);
+    /// without that series it is only noted. `false` only records the count.
+    #[serde(default = "default_true")]
+    pub fail_on_worker_mismatch: bool,
 }
 
 /// The name of the restart rule's entry among an analysis' checks (`failOnRestart`); a check of
 /// the spec may not take it.
 pub const RESTARTS_CHECK: &str = "restarts";
+
+/// The name of the worker-count rule's entry among an analysis' checks
+/// (`failOnWorkerMismatch`); a check of the spec may not take it.
+pub const WORKERS_CHECK: &str = "workers";
+
+/// Names of the rules judged beside the checks, which no check of the spec may take.
+pub const RULE_CHECKS: [&str; 2] = [RESTARTS_CHECK, WORKERS_CHECK];
 
 fn default_true() -> bool {
     true

@@ -207,7 +207,8 @@ pub async fn run(
                     checks,
                 });
             }
-            analysis::analyse(&client, &exp.spec, &actx, history, reference).await
+            let outcome = analysis::analyse(&client, &exp.spec, &actx, history, reference).await;
+            analysis::check_workers(&client, &exp.spec, &actx, outcome).await
         }
         Err(e) => AnalysisOutcome {
             record: AnalysisRecord {

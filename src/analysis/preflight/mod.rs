@@ -29,7 +29,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use futures::{stream, StreamExt};
+use futures::{stream, StreamExt, TryStreamExt};
 use jiff::Timestamp;
 use promql_parser::parser;
 
@@ -220,10 +220,12 @@ pub async fn look_up(
     // Collected first: a stream over a borrowing closure is not provably `Send` (as in
     // `evaluate`), and the controller runs this on spawned tasks.
     let asks: Vec<_> = queries.iter().map(|q| source.query_value(q, at)).collect();
-    let answers: Vec<_> = stream::iter(asks).buffered(IN_FLIGHT).collect().await;
+    // The first error ends the lookup at once: a Prometheus that hangs costs one timeout per
+    // lookup, not one per round of queries in flight.
+    let answers: Vec<_> = stream::iter(asks).buffered(IN_FLIGHT).try_collect().await?;
     let mut found = Found::new();
     for (q, a) in queries.into_iter().zip(answers) {
-        found.insert(q, a?.is_some_and(|n| n > 0.0));
+        found.insert(q, a.is_some_and(|n| n > 0.0));
     }
     Ok(found)
 }

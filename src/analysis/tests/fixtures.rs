@@ -64,6 +64,9 @@ pub(super) enum Kind {
     ContainerCpu,
     /// Standard metrics: the request-duration `_sum / _count`.
     WallPerRequest,
+    /// The event-loop probe's rate per pod: the busiest and the emptiest pod.
+    EventLoopsMax,
+    EventLoopsMin,
     Other,
 }
 
@@ -87,6 +90,10 @@ fn kind(q: &str) -> Kind {
         Kind::IoPerRequest
     } else if q.starts_with("sum(rate(ruby_running_seconds_total") {
         Kind::CpuPerRequest
+    } else if q.starts_with("max(sum by (pod) (rate(ruby_event_loop_probe_seconds_total") {
+        Kind::EventLoopsMax
+    } else if q.starts_with("min(sum by (pod) (rate(ruby_event_loop_probe_seconds_total") {
+        Kind::EventLoopsMin
     } else if q.starts_with("max(sum by (pod)") {
         Kind::BusiestPod
     } else if q.starts_with("sum(rate(rails_requests_total") {

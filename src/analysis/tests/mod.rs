@@ -14,3 +14,4 @@ mod stats;
 mod summary;
 mod template;
 mod validate;
+mod workers;

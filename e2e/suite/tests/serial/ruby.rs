@@ -161,6 +161,23 @@ async fn ruby_falcon() {
                 "{want} never had a candidate value (measured: {seen:?})"
             );
         }
+        // The worker count as running: the lag probe's loops per pod, 2 as rendered.
+        let workers: Vec<(Option<f64>, String)> = status(&e)
+            .analyses
+            .iter()
+            .flat_map(|a| a.checks.iter())
+            .filter(|c| c.name == "workers")
+            .map(|c| (c.candidate, format!("{:?}", c.verdict)))
+            .collect();
+        s.log(format!("workers (event loops per pod): {workers:?}"));
+        ensure!(
+            !workers.is_empty()
+                && workers
+                    .iter()
+                    .all(|(v, verdict)| verdict == "Pass"
+                        && v.is_some_and(|v| (v - 2.0).abs() < 0.75)),
+            "workers entries {workers:?}"
+        );
         let summary = status(&e)
             .candidate
             .map(|c| c.config.summary())
