@@ -11,6 +11,9 @@
 //! `drain` (deleting experiments before an uninstall) and `kubectl` (the plugin's API and
 //! Prometheus calls).
 //!
+//! `rbac` declares the Kubernetes permissions the shell needs (checked against the mocked API
+//! server's calls and the chart).
+//!
 //! Modules form layers, each using only those below it (`scripts/import-graph` fails on a
 //! cycle). From the bottom: `api`, `analysis`, `workload`, `traffic`, `plan`, `notify`,
 //! `controller`; `prometheus` sits on `analysis`, `telemetry` on `api`, `webhook` on `notify`
@@ -26,6 +29,7 @@ pub mod leader;
 pub mod notify;
 pub mod plan;
 pub mod prometheus;
+pub mod rbac;
 pub mod telemetry;
 #[cfg(test)]
 mod test_api;

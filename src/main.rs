@@ -3,7 +3,9 @@ use std::process::ExitCode;
 use anyhow::Context as _;
 use clap::Parser;
 
-use concurrency_operator::cli::{self, Cli, Command, DrainArgs, RecommendArgs, RunArgs};
+use concurrency_operator::cli::{
+    self, Cli, Command, DrainArgs, RbacCheckArgs, RecommendArgs, RunArgs,
+};
 use concurrency_operator::controller::{self, RunConfig, Settings};
 use concurrency_operator::leader::{LeaderConfig, LeaderElection};
 use concurrency_operator::telemetry::{
@@ -27,6 +29,7 @@ async fn main() -> ExitCode {
         Command::Recommend(args) => recommend(&args),
         Command::Run(args) => run(*args).await,
         Command::Drain(args) => drain(args).await,
+        Command::RbacCheck(args) => rbac_check(&args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -39,6 +42,22 @@ async fn main() -> ExitCode {
 
 fn crd() -> anyhow::Result<()> {
     print!("{}", api::crd_yaml().context("rendering the CRD")?);
+    Ok(())
+}
+
+fn rbac_check(args: &RbacCheckArgs) -> anyhow::Result<()> {
+    let rendered = std::fs::read_to_string(&args.rendered)
+        .with_context(|| format!("reading {}", args.rendered.display()))?;
+    let diff = concurrency_operator::rbac::compare_chart(&rendered, &args.fullname)
+        .map_err(anyhow::Error::msg)?;
+    for line in &diff {
+        println!("{line}");
+    }
+    anyhow::ensure!(
+        diff.is_empty(),
+        "{} difference(s) between the chart's RBAC and src/rbac",
+        diff.len()
+    );
     Ok(())
 }
 

@@ -28,6 +28,19 @@ pub enum Command {
     /// Delete every experiment in the watched namespaces and wait until they are gone (the
     /// running operator restores each baseline first). Run before uninstalling.
     Drain(DrainArgs),
+    /// Compare a `helm template` output's Roles with the permissions the code declares
+    /// (src/rbac): prints each difference and fails on any.
+    RbacCheck(RbacCheckArgs),
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct RbacCheckArgs {
+    /// The rendered chart (`helm template … > FILE`).
+    pub rendered: std::path::PathBuf,
+    /// The release's full name: the operator's Role or ClusterRole is named so, its leader
+    /// election's and the uninstall hook's `<name>-leader-election` and `<name>-drain`.
+    #[arg(long)]
+    pub fullname: String,
 }
 
 #[derive(Args, Debug, Clone)]

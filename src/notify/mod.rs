@@ -16,7 +16,10 @@ use jiff::Timestamp;
 
 pub use derive::derive;
 pub use payload::{headline, slack_body, webhook_body, SlackOptions, PAYLOAD_VERSION};
-pub use sign::{signature, SIGNATURE_HEADER};
+pub use sign::{
+    signature, timestamped_signature, SIGNATURE_HEADER, TIMESTAMPED_SIGNATURE_HEADER,
+    TIMESTAMP_HEADER,
+};
 
 use crate::api::{CheckResult, Decision, Phase};
 

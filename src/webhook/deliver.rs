@@ -160,10 +160,17 @@ impl Worker {
             .header(EVENT_HEADER, n.kind.as_str())
             .header(DELIVERY_HEADER, &n.id);
         if let Some(key) = key {
-            request = request.header(
-                notify::SIGNATURE_HEADER,
-                notify::signature(key.as_bytes(), &body),
-            );
+            let now = jiff::Timestamp::now().as_second();
+            request = request
+                .header(
+                    notify::SIGNATURE_HEADER,
+                    notify::signature(key.as_bytes(), &body),
+                )
+                .header(notify::TIMESTAMP_HEADER, now.to_string())
+                .header(
+                    notify::TIMESTAMPED_SIGNATURE_HEADER,
+                    notify::timestamped_signature(key.as_bytes(), now, &body),
+                );
         }
         let response = request
             .body(body)

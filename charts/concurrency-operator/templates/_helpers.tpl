@@ -25,49 +25,49 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 
 {{/* The rules the operator needs in a namespace it watches. No Secrets, no wildcards. */}}
 {{- define "cop.namespacedRules" -}}
+# Exactly what the code calls: src/rbac/mod.rs (OPERATOR) declares each rule and why, the
+# mocked-API tests refuse any other call, and scripts/helm-check compares these with it.
 - apiGroups: ["concurrency.dev"]
   resources: ["concurrencyexperiments"]
-  {{- if .Values.uninstall.drainExperiments }}
-  # delete: only for the uninstall hook (`drain`), which runs as this ServiceAccount.
-  verbs: ["get", "list", "watch", "patch", "update", "delete"]
-  {{- else }}
-  verbs: ["get", "list", "watch", "patch", "update"]
-  {{- end }}
+  verbs: ["get", "list", "watch", "patch"]
+- apiGroups: ["concurrency.dev"]
+  resources: ["concurrencyexperiments/status"]
+  verbs: ["patch"]
+# No call: the API server requires it to set blockOwnerDeletion on what an experiment owns.
+- apiGroups: ["concurrency.dev"]
+  resources: ["concurrencyexperiments/finalizers"]
+  verbs: ["update"]
 # get on the experiment's own namespace (a Role grants it for its namespace): a deleted
 # experiment in a terminating namespace lets go at once, there is nothing left to restore.
 - apiGroups: [""]
   resources: ["namespaces"]
   verbs: ["get"]
-- apiGroups: ["concurrency.dev"]
-  resources: ["concurrencyexperiments/status"]
-  verbs: ["get", "patch", "update"]
-- apiGroups: ["concurrency.dev"]
-  resources: ["concurrencyexperiments/finalizers"]
-  verbs: ["update"]
+# create: a server-side apply that creates the candidate; patch: it and the target's replicas
+# and template; delete: the experiment's own variants (never the target).
 - apiGroups: ["apps"]
   resources: ["deployments"]
-  verbs: ["get", "list", "watch", "create", "patch", "update", "delete"]
+  verbs: ["list", "watch", "create", "patch", "delete"]
 - apiGroups: ["apps"]
   resources: ["replicasets"]
-  verbs: ["get", "list", "watch"]
+  verbs: ["list"]
 # The target's HPA is only read: the split works around it.
 - apiGroups: ["autoscaling"]
   resources: ["horizontalpodautoscalers"]
-  verbs: ["get", "list", "watch"]
-# list only: the pods of a candidate that is not ready, to say why (CrashLoopBackOff, …).
+  verbs: ["list", "watch"]
+# list only: the candidate's pods, for restarts and why one is not ready (CrashLoopBackOff, …).
 - apiGroups: [""]
   resources: ["pods"]
   verbs: ["list"]
 - apiGroups: [""]
   resources: ["services"]
-  verbs: ["get", "list", "watch", "create", "patch", "update", "delete"]
+  verbs: ["list", "create", "patch", "delete"]
 # get only: the ConfigMaps the target's app container takes its server variables from.
 - apiGroups: [""]
   resources: ["configmaps"]
   verbs: ["get"]
 - apiGroups: ["gateway.networking.k8s.io"]
   resources: ["httproutes"]
-  verbs: ["get", "list", "watch", "patch", "update"]
+  verbs: ["get", "patch"]
 # gatewayAPI: a variant Service joins the route only once its EndpointSlices have a ready
 # endpoint (a Gateway answers 500 for a backendRef it cannot resolve yet).
 - apiGroups: ["discovery.k8s.io"]
@@ -133,3 +133,10 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 {{- end -}}
 {{- keys $names | sortAlpha | join "," -}}
 {{- end -}}
+
+{{/* The uninstall hook's own ServiceAccount and role: created just before its Job, gone after. */}}
+{{- define "cop.drainHook" }}
+    helm.sh/hook: pre-delete
+    helm.sh/hook-weight: "-1"
+    helm.sh/hook-delete-policy: before-hook-creation,hook-succeeded
+{{- end }}

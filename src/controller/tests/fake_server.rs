@@ -23,6 +23,19 @@ impl FakeApi {
             serde_json::from_slice(&bytes)
                 .unwrap_or(Value::String(String::from_utf8_lossy(&bytes).into_owned()))
         };
+        // Least privilege, proven: a call the chart's RBAC would refuse fails the test here,
+        // whether or not the code under test would have tolerated the 403.
+        if let Some(req) = crate::rbac::request_of(&method, &uri) {
+            let granted = crate::rbac::grants(crate::rbac::OPERATOR);
+            assert!(
+                granted.contains(&req),
+                "the operator called {method} {uri}, which needs `{} {}/{}`: not in \
+                 rbac::OPERATOR (and so not granted by the chart)",
+                req.2,
+                if req.0.is_empty() { "core" } else { &req.0 },
+                req.1
+            );
+        }
         self.calls.lock().unwrap().push(Call {
             method: method.clone(),
             uri: uri.clone(),

@@ -1,4 +1,4 @@
-use crate::notify::signature;
+use crate::notify::{signature, timestamped_signature};
 
 /// RFC 4231, test cases 1 and 2 (HMAC-SHA-256).
 #[test]
@@ -20,5 +20,20 @@ fn another_key_or_body_gives_another_signature() {
     assert_ne!(
         signature(b"k1", body),
         signature(b"k1", br#"{"kind":"RolledBack"}"#)
+    );
+}
+
+#[test]
+fn the_timestamped_signature_is_hmac_sha256_of_timestamp_dot_body() {
+    // Python: hmac.new(b"s3cret", b'1764921600.{"kind":"Promoted"}', hashlib.sha256).hexdigest()
+    let body = br#"{"kind":"Promoted"}"#;
+    assert_eq!(
+        timestamped_signature(b"s3cret", 1_764_921_600, body),
+        "v1=e693e52092d2c18bb310dd38e5b0083bdf0d3a0e119c53cf40f791113f3c3382"
+    );
+    // A replay with a fresh timestamp cannot keep the old signature.
+    assert_ne!(
+        timestamped_signature(b"s3cret", 1_764_921_601, body),
+        timestamped_signature(b"s3cret", 1_764_921_600, body)
     );
 }

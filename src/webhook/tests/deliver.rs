@@ -52,6 +52,16 @@ async fn a_webhook_is_posted_signed_with_the_key_from_its_file() {
     assert_eq!(h("x-concurrency-delivery"), Some(n.id.as_str()));
     let expected = notify::signature(b"s3cret", &req.body);
     assert_eq!(h("x-concurrency-signature"), Some(expected.as_str()));
+    // The replay-proof one: the timestamp it was sent at, signed with the body.
+    let ts: i64 = h("x-concurrency-timestamp").unwrap().parse().unwrap();
+    assert!((jiff::Timestamp::now().as_second() - ts).abs() < 60, "{ts}");
+    let expected = notify::timestamped_signature(b"s3cret", ts, &req.body);
+    assert_eq!(h("x-concurrency-signature-v1"), Some(expected.as_str()));
+    assert_ne!(
+        notify::timestamped_signature(b"s3cret", ts - 600, &req.body),
+        expected,
+        "another time must give another signature"
+    );
     let body: serde_json::Value = serde_json::from_slice(&req.body).unwrap();
     assert_eq!(body, notify::webhook_body(&n, None));
     assert_eq!(count(&metrics, "webhook", "failed"), 0);
@@ -77,7 +87,8 @@ async fn a_500_is_retried_with_the_same_delivery_id_until_it_is_taken() {
     assert!(ids.iter().all(|id| *id == ids[0]), "{ids:?}");
     assert!(
         got.iter()
-            .all(|r| !r.headers.contains_key("x-concurrency-signature")),
+            .all(|r| !r.headers.contains_key("x-concurrency-signature")
+                && !r.headers.contains_key("x-concurrency-signature-v1")),
         "no key: unsigned"
     );
     assert_eq!(count(&metrics, "webhook", "failed"), 0);

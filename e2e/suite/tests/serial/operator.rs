@@ -211,6 +211,21 @@ async fn notified(s: &Scenario) -> anyhow::Result<()> {
             r.header("x-concurrency-signature"),
             r.body
         );
+        let ts: i64 = r
+            .header("x-concurrency-timestamp")
+            .and_then(|t| t.parse().ok())
+            .ok_or_else(|| anyhow::anyhow!("no X-Concurrency-Timestamp on {}", r.body))?;
+        let want = concurrency_operator::notify::timestamped_signature(
+            SIGNING_KEY.as_bytes(),
+            ts,
+            r.body.as_bytes(),
+        );
+        ensure!(
+            r.header("x-concurrency-signature-v1") == Some(want.as_str()),
+            "bad timestamped signature {:?} (timestamp {ts}) on {}",
+            r.header("x-concurrency-signature-v1"),
+            r.body
+        );
         let body = r.json()?;
         ensure!(body["cluster"] == "e2e", "cluster {}", body["cluster"]);
         let name = body["experiment"]["name"]
