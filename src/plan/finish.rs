@@ -131,11 +131,12 @@ pub fn roll_back(cx: &mut Ctx) {
 ///
 /// A baseline that cannot get ready (its pods unschedulable, the cluster out of room) holds
 /// the deletion for `spec.progressDeadline` from the deletion timestamp, not for ever: a
-/// deletion nobody can complete — a namespace stuck in Terminating — is worse than the
-/// candidate going as asked. Then it releases anyway with a Warning `BaselineNotRestored`
-/// naming the ready count; the candidate goes with the experiment (owner reference). When
-/// nothing beside the target has a ready pod, no traffic depends on the candidate and the
-/// finalizer is released at once, the target's restore asked for on the way out.
+/// deletion nobody can complete — a namespace stuck in Terminating — is worse. Then it
+/// releases anyway with a Warning `BaselineNotRestored` naming the ready count, but never
+/// takes serving pods with it: the Deployments beside the target that have ready pods are let
+/// go of (`Action::KeepServing`) and keep serving until a person removes them. When nothing
+/// beside the target has a ready pod, no traffic depends on the candidate and the finalizer is
+/// released at once, the target's restore asked for on the way out.
 pub fn delete(cx: &mut Ctx) {
     // The whole namespace goes: the target, its Services and the route with it. Restoring
     // would only write statuses and Events the terminating namespace refuses.
@@ -202,10 +203,26 @@ fn give_up_waiting(cx: &mut Ctx, said: Option<String>) {
         .target
         .as_ref()
         .map_or(0, |t| t.deployment.ready_replicas);
+    // Reached only with ready pods beside the target (`delete` releases at once otherwise):
+    // removing them now would drop what the target cannot take over, so they stay, unowned.
+    // Unless the target is being deleted too: then the app goes, as asked.
+    let target_stays = cx.obs.target.as_ref().is_some_and(|t| !t.deleting);
+    let kept = if target_stays {
+        cx.actions.push(Action::KeepServing);
+        format!(
+            "its {} ready pod(s) beside the target keep serving: Deployment {} (and any other \
+             of the experiment's with ready pods) is no longer the experiment's, annotated \
+             concurrency.dev/kept-from — delete it once the target is ready",
+            cx.ready_beside_target(),
+            crate::workload::candidate_name(&cx.spec.target_ref.name)
+        )
+    } else {
+        "its candidate removed as asked (the target is being deleted too)".to_string()
+    };
     let msg = format!(
         "Deleted before the baseline was restored: the target has {ready} of {original} pods \
          ready {} after the deletion (spec.progressDeadline); the experiment is released and \
-         its candidate removed as asked.",
+         {kept}.",
         cx.spec.progress_deadline
     );
     if said.as_deref() != Some(msg.as_str()) {

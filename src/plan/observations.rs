@@ -199,6 +199,11 @@ pub enum Action {
     PromoteTarget,
     /// Delete the candidate Deployment and the Services the operator made.
     RemoveCandidate,
+    /// A deletion released without the baseline restored: every Deployment of the experiment's
+    /// that has ready pods (candidate, selection variants, fresh baseline) is let go of — its
+    /// owner reference removed, annotated `concurrency.dev/kept-from` — so that it keeps
+    /// serving instead of going with the experiment.
+    KeepServing,
     /// Remove the `concurrency.dev/approve` annotation from the experiment: it was acted on.
     ClearApproval,
     /// Remove the `concurrency.dev/retry` annotation from the experiment: it was acted on.
@@ -231,6 +236,7 @@ impl Action {
             | Action::Selection(SelectionAction::SetWeights { .. }) => true,
             Action::EnsureCandidate { .. }
             | Action::RemoveCandidate
+            | Action::KeepServing
             | Action::ClearApproval
             | Action::ClearRetry
             | Action::ClearAbort

@@ -28,6 +28,7 @@ use crate::api::{ConcurrencyExperiment, ANNOTATION_ABORT, ANNOTATION_APPROVE, AN
 use crate::plan::{Action, EventType};
 use crate::{traffic, workload};
 
+mod keep;
 mod route;
 mod variants;
 
@@ -76,6 +77,7 @@ impl<'a> Actor<'a> {
                 Action::RestoreRoute => self.restore_route().await?,
                 Action::PromoteTarget => self.promote_target().await?,
                 Action::RemoveCandidate => self.remove_candidate().await?,
+                Action::KeepServing => self.keep_serving().await?,
                 Action::ClearApproval => self.clear_annotation(ANNOTATION_APPROVE).await?,
                 Action::ClearRetry => self.clear_annotation(ANNOTATION_RETRY).await?,
                 Action::ClearAbort => self.clear_annotation(ANNOTATION_ABORT).await?,

@@ -104,3 +104,51 @@ async fn in_a_terminating_namespace_the_finalizer_goes_at_once_with_nothing_else
     assert_eq!(finalizers(&fake), Vec::<String>::new());
     assert!(fake.get::<Deployment>(CANDIDATE).is_some());
 }
+
+/// Deleted while the baseline is short, and still short past `spec.progressDeadline` (10m)
+/// after the deletion: the finalizer goes, but the candidate's ready pods do not go with it —
+/// it is let go of (owner reference removed, annotated) and keeps serving.
+#[tokio::test]
+async fn a_deletion_past_its_deadline_never_takes_the_serving_candidate_with_it() {
+    let fake = at_stage_one_with_the_baseline_short().await;
+    let mut exp: ConcurrencyExperiment = fake.get(EXP).unwrap();
+    let eleven_minutes_ago = jiff::Timestamp::now() - jiff::SignedDuration::from_secs(660);
+    exp.metadata.deletion_timestamp = Some(Time(eleven_minutes_ago));
+    fake.put(EXP, exp);
+    fake.clear_calls();
+    reconcile_stored(&fake).await.unwrap();
+
+    assert_eq!(
+        finalizers(&fake),
+        Vec::<String>::new(),
+        "{:#?}",
+        fake.lines()
+    );
+    assert!(
+        !fake.lines().contains(&format!("DELETE {CANDIDATE}")),
+        "{:#?}",
+        fake.lines()
+    );
+    let candidate: Deployment = fake.get(CANDIDATE).expect("the candidate is still there");
+    assert_eq!(
+        candidate.metadata.owner_references.unwrap_or_default(),
+        Vec::new(),
+        "still owned: garbage collection would remove it"
+    );
+    assert_eq!(
+        candidate
+            .metadata
+            .annotations
+            .unwrap_or_default()
+            .get("concurrency.dev/kept-from")
+            .map(String::as_str),
+        Some("storefront-puma-4")
+    );
+    let patch = fake
+        .calls()
+        .into_iter()
+        .find(|c| c.line() == format!("PATCH {CANDIDATE}"))
+        .unwrap();
+    assert_eq!(patch.body[0]["op"], "test", "{}", patch.body);
+    assert_eq!(patch.body[0]["path"], "/metadata/uid");
+}

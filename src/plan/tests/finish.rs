@@ -161,7 +161,8 @@ fn deleting_right_after_the_start_releases_at_once() {
 
 /// A baseline that can never get ready again (its pods unschedulable) holds the deletion for
 /// `spec.progressDeadline` (10m) from the deletion timestamp, keeping the candidate serving;
-/// then the finalizer is released with a Warning naming the ready count.
+/// then the finalizer is released with a Warning naming the ready count — and the candidate's
+/// ready pods are never removed with it: they are let go of and keep serving.
 #[test]
 fn deleting_with_a_baseline_that_cannot_get_ready_gives_up_after_the_progress_deadline() {
     let (mut run, ready) = at_stage_one_with_the_baseline_short();
@@ -186,7 +187,22 @@ fn deleting_with_a_baseline_that_cannot_get_ready_gives_up_after_the_progress_de
     assert!(out.release_finalizer);
     let msg = out.status.message.clone().unwrap();
     assert!(msg.contains(&format!("{ready} of 6 pods ready")), "{msg}");
+    assert!(
+        msg.contains("keep serving: Deployment storefront-candidate"),
+        "{msg}"
+    );
     assert!(events(&out.actions).contains(&"BaselineNotRestored".to_string()));
+    // Let go of, not removed: nothing serving goes with the experiment.
+    assert!(
+        out.actions.contains(&Action::KeepServing),
+        "{:?}",
+        out.actions
+    );
+    assert!(
+        !out.actions.contains(&Action::RemoveCandidate),
+        "{:?}",
+        out.actions
+    );
 }
 
 /// The candidate serves nothing (its pods crash-looping since stage 2 began) and the target,

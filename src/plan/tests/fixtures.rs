@@ -203,6 +203,8 @@ impl World {
                     }
                 }
                 Action::RemoveCandidate => self.candidate = None,
+                // No longer the experiment's: it stays, serving, outside the world observed.
+                Action::KeepServing => self.candidate = None,
                 Action::ClearApproval => self.approve_annotation = false,
                 Action::ClearRetry => self.retry_annotation = false,
                 Action::ClearAbort => self.abort_annotation = false,
