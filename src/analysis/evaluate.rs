@@ -12,20 +12,14 @@ use std::time::Duration;
 
 use crate::api::{
     parse_duration, Analysis, AnalysisRecord, BaselineReference, CapacityMeasurement, Check,
-    CheckResult, ConcurrencyExperimentSpec, MetricNames, Recommendation, RenderedServer,
-    ServerConfig, ServerKind, Verdict,
+    CheckResult, ConcurrencyExperimentSpec, MetricNames, Recommendation, Verdict,
 };
 
-use super::capacity::{
-    candidate_config, choose_io_share, choose_times, variant_capacity, ChosenTimes, GvlTimes,
-    StandardTimes,
-};
+use super::capacity::choose_io_share;
+use super::capacity_measure::{measure_capacity, note_capacity_source, standard_times};
+use super::context::AnalysisContext;
 use super::judge::{aggregate, judge_check, Limits, Unit};
-use super::queries::{
-    blocking_per_request_template, busiest_pod_rate_template, container_cpu_per_request_template,
-    cpu_per_request_template, io_per_request_template, io_share_template, is_headroom,
-    requests_template, total_rate_template, wall_per_request_template, HEADROOM_SOURCE,
-};
+use super::queries::{io_share_template, is_headroom, requests_template, HEADROOM_SOURCE};
 use super::queue_header::note_missing_header;
 use super::recommend::recommend_from_spec;
 use super::reference::reference_baseline;
@@ -37,33 +31,6 @@ use super::validate::{check_template, AnalysisSpecError};
 
 /// Checks evaluated concurrently (two queries each).
 const CHECKS_IN_FLIGHT: usize = 4;
-
-/// Where and when the analysis runs.
-#[derive(Debug, Clone, PartialEq)]
-pub struct AnalysisContext {
-    pub namespace: String,
-    /// The app container (for `{{container}}` and the memory check).
-    pub container: String,
-    /// The target Deployment.
-    pub baseline_deployment: String,
-    pub candidate_deployment: String,
-    pub stage_index: i32,
-    /// When the current stage's clock started: `{{window}}` reaches back to it.
-    pub stage_started_at: Option<Timestamp>,
-    /// Effective weight when the analysis runs, percent.
-    pub weight: i32,
-    /// Evaluation time of every query.
-    pub now: Timestamp,
-    /// The baseline's server config as read back from the target (its capacity estimate).
-    pub baseline_config: Option<RenderedServer>,
-    /// The app container's CPU limit in cores: the target's, and the candidate's (its own
-    /// `resources` when `spec.candidate` sets them, else the target's).
-    pub baseline_cpu_limit: Option<f64>,
-    pub candidate_cpu_limit: Option<f64>,
-    /// The candidate's server config when it is not `spec.candidate`: a selection's candidate,
-    /// or its winner walking the stages.
-    pub candidate_server: Option<ServerConfig>,
-}
 
 /// What one analysis yields, for the stage machine (`plan::Observations::analysis`).
 #[derive(Clone, Debug, PartialEq)]
@@ -276,143 +243,6 @@ fn fill_headroom(
         }
     }
     measured
-}
-
-/// One value for the capacity estimate; any failure is no value (the estimate is left out,
-/// never made up).
-async fn capacity_value(
-    source: &impl MetricSource,
-    template: Option<&str>,
-    vars: &TemplateVars,
-    at: Timestamp,
-) -> Option<f64> {
-    let q = render("capacity", template?, vars).ok()?;
-    source.query_value(&q, at).await.ok().flatten()
-}
-
-/// The standard metrics' CPU and wall seconds per request over `vars`' pods.
-async fn standard_times(
-    source: &impl MetricSource,
-    names: &MetricNames,
-    vars: &TemplateVars,
-    at: Timestamp,
-) -> StandardTimes {
-    let cpu = container_cpu_per_request_template(names).ok();
-    let wall = wall_per_request_template(names).ok();
-    let (cpu, wall) = futures::join!(
-        capacity_value(source, cpu.as_deref(), vars, at),
-        capacity_value(source, wall.as_deref(), vars, at)
-    );
-    StandardTimes { cpu, wall }
-}
-
-/// One variant's CPU and I/O seconds per request (the GVL counters', else the standard
-/// metrics') and busiest pod's rate; nothing for a variant that serves nothing (`None`).
-async fn variant_values(
-    source: &impl MetricSource,
-    names: &MetricNames,
-    vars: Option<&TemplateVars>,
-    async_server: bool,
-    at: Timestamp,
-) -> (ChosenTimes, Option<f64>) {
-    let Some(vars) = vars else {
-        return (ChosenTimes::default(), None);
-    };
-    let cpu = cpu_per_request_template(names).ok();
-    let io = io_per_request_template(names).ok();
-    let busiest = busiest_pod_rate_template(names).ok();
-    // Only an async server's event loop can stall: no query for a threaded variant.
-    let blocking = async_server
-        .then(|| blocking_per_request_template(names).ok())
-        .flatten();
-    let (cpu, io, busiest, blocking) = futures::join!(
-        capacity_value(source, cpu.as_deref(), vars, at),
-        capacity_value(source, io.as_deref(), vars, at),
-        capacity_value(source, busiest.as_deref(), vars, at),
-        capacity_value(source, blocking.as_deref(), vars, at)
-    );
-    let exact = GvlTimes { cpu, io };
-    // Asked only when the counters fall short: most analyses need no more queries.
-    let standard = match exact.complete() {
-        true => None,
-        false => Some(standard_times(source, names, vars, at).await),
-    };
-    let times = ChosenTimes {
-        blocking,
-        ..choose_times(exact, standard)
-    };
-    (times, busiest)
-}
-
-/// CPU and I/O seconds per request and the busiest pod's rate per variant (`baseline` is
-/// `None` when it serves nothing), the total rate over both, and each variant's capacity.
-async fn measure_capacity(
-    source: &impl MetricSource,
-    spec: &ConcurrencyExperimentSpec,
-    ctx: &AnalysisContext,
-    baseline: Option<&TemplateVars>,
-    candidate: &TemplateVars,
-    both: &TemplateVars,
-) -> Option<CapacityMeasurement> {
-    let names = &spec.analysis.metrics.resolve();
-    let total = total_rate_template(names).ok();
-    let at = ctx.now;
-    let base_config = ctx.baseline_config.as_ref();
-    let spec_config = ctx
-        .candidate_server
-        .as_ref()
-        .unwrap_or(spec.single_candidate());
-    let cand_config = candidate_config(spec_config, base_config);
-    let falcon = |c: Option<&RenderedServer>| c.is_some_and(|c| c.server == ServerKind::Falcon);
-    let (b, c, total) = futures::join!(
-        variant_values(source, names, baseline, falcon(base_config), at),
-        variant_values(
-            source,
-            names,
-            Some(candidate),
-            falcon(Some(&cand_config)),
-            at
-        ),
-        capacity_value(source, total.as_deref(), both, at)
-    );
-    CapacityMeasurement {
-        baseline: variant_capacity(b.0, b.1, base_config, ctx.baseline_cpu_limit),
-        candidate: variant_capacity(c.0, c.1, Some(&cand_config), ctx.candidate_cpu_limit),
-        total_rate: total.filter(|r| r.is_finite() && *r >= 0.0),
-    }
-    .non_empty()
-}
-
-/// The `headroom` checks' reasons say where the capacity's times came from: standard metrics
-/// count GVL wait as I/O, which a reader of a borderline verdict needs to know.
-fn note_capacity_source(
-    specs: &[Check],
-    mut checks: Vec<CheckResult>,
-    capacity: Option<&CapacityMeasurement>,
-) -> Vec<CheckResult> {
-    let side = |v: Option<&crate::api::VariantCapacity>| v.and_then(|v| v.source);
-    let (b, c) = (
-        side(capacity.and_then(|m| m.baseline.as_ref())),
-        side(capacity.and_then(|m| m.candidate.as_ref())),
-    );
-    let note = match (b, c) {
-        (None, None) => return checks,
-        (Some(b), Some(c)) if b != c => format!(
-            "capacity from {} (baseline) and {} (candidate)",
-            b.describe(),
-            c.describe()
-        ),
-        (Some(s), _) | (_, Some(s)) => format!("capacity from {}", s.describe()),
-    };
-    for (check, r) in specs.iter().zip(checks.iter_mut()) {
-        if is_headroom(check) {
-            r.reason = Some(match r.reason.take() {
-                Some(reason) => format!("{reason} ({note})"),
-                None => note.clone(),
-            });
-        }
-    }
-    checks
 }
 
 /// A check's values, before judgement; `limits` is `None` when it could not be measured

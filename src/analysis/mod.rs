@@ -7,6 +7,8 @@
 //! every rule — also those at 100 % weight — is a plain unit test.
 
 pub mod capacity;
+mod capacity_measure;
+mod context;
 mod evaluate;
 pub mod improvement;
 pub mod judge;
@@ -29,7 +31,8 @@ pub use capacity::{
     headroom, load_per_pod, pod_capacity, predict, variant_capacity, worker_capacity, Bound,
     Capacity, ChosenTimes, GvlTimes, PerRequest, Prediction, StandardTimes,
 };
-pub use evaluate::{analyse, AnalysisContext, AnalysisOutcome};
+pub use context::AnalysisContext;
+pub use evaluate::{analyse, AnalysisOutcome};
 pub use judge::{aggregate, judge_check, Limits, Unit};
 pub use preflight::{preflight, Finding, Preflight};
 pub use queries::{

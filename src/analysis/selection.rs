@@ -8,7 +8,8 @@ use std::collections::BTreeMap;
 use jiff::Timestamp;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
-use super::evaluate::{analyse, measure_check, AnalysisContext, AnalysisOutcome};
+use super::context::AnalysisContext;
+use super::evaluate::{analyse, measure_check, AnalysisOutcome};
 use super::queries::builtin_template;
 use super::source::MetricSource;
 use super::template::{pods_regex, render, TemplateVars};

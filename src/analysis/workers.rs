@@ -17,7 +17,8 @@ use crate::api::{
 };
 
 use super::capacity::candidate_config;
-use super::evaluate::{AnalysisContext, AnalysisOutcome};
+use super::context::AnalysisContext;
+use super::evaluate::AnalysisOutcome;
 use super::judge::attach_rule;
 use super::queries::event_loops_per_pod_template;
 use super::source::MetricSource;
