@@ -153,14 +153,7 @@ async fn a_custom_query_that_is_not_promql_is_invalid_before_any_traffic_moves()
         ),
         "{message}"
     );
-    assert!(
-        !fake
-            .lines()
-            .iter()
-            .any(|l| l.starts_with("PATCH /apis/apps")),
-        "no Deployment touched: {:?}",
-        fake.lines()
-    );
+    assert_no_deployment_written(&fake);
 }
 
 #[tokio::test]
@@ -184,6 +177,15 @@ async fn a_policy_against_overrides_refuses_a_candidates_env_before_anything_mov
             .contains("spec.candidate.env: this operator refuses candidate command, args and env"),
         "{message}"
     );
+    assert_no_deployment_written(&fake);
+    // The same experiment under the default policy runs.
+    let fake = FakeApi::default().with(EXP, exp).with(TARGET, target(6, 6));
+    reconcile_stored(&fake).await.unwrap();
+    assert_ne!(stored_phase(&fake), Phase::Invalid);
+}
+
+/// An Invalid experiment wrote no Deployment: neither the target nor a candidate.
+fn assert_no_deployment_written(fake: &FakeApi) {
     assert!(
         !fake
             .lines()
@@ -192,8 +194,4 @@ async fn a_policy_against_overrides_refuses_a_candidates_env_before_anything_mov
         "no Deployment touched: {:?}",
         fake.lines()
     );
-    // The same experiment under the default policy runs.
-    let fake = FakeApi::default().with(EXP, exp).with(TARGET, target(6, 6));
-    reconcile_stored(&fake).await.unwrap();
-    assert_ne!(stored_phase(&fake), Phase::Invalid);
 }
