@@ -102,8 +102,15 @@ pub fn render_server(
             }
             match config.falcon.as_ref().map(|f| f.mode) {
                 Some(FalconMode::Host) => {
+                    // No `falcon.config`: the file the target's own `falcon host` reads, if it
+                    // runs one (the operator cannot look inside the image for config/falcon.rb).
+                    let file = config
+                        .falcon
+                        .as_ref()
+                        .and_then(|f| f.config.clone())
+                        .or_else(|| falcon_host_file(container));
                     let mut cmd: Vec<String> = ["falcon", "host"].map(String::from).to_vec();
-                    cmd.extend(config.falcon.as_ref().and_then(|f| f.config.clone()));
+                    cmd.extend(file);
                     set_command(container, cmd)
                 }
                 Some(FalconMode::Serve) => {
@@ -203,4 +210,22 @@ fn first_port(container: &Container) -> i32 {
         .and_then(|p| p.first())
         .map(|p| p.container_port)
         .unwrap_or(DEFAULT_PORT)
+}
+
+/// The file a container's `falcon host FILE` reads (`bundle exec` and a path to the binary
+/// allowed): its command and args as one word list, the word after `host` unless a flag.
+fn falcon_host_file(container: &Container) -> Option<String> {
+    let words: Vec<&String> = container
+        .command
+        .iter()
+        .flatten()
+        .chain(container.args.iter().flatten())
+        .collect();
+    let at = words
+        .windows(2)
+        .position(|w| w[0].rsplit('/').next() == Some("falcon") && w[1] == "host")?;
+    words
+        .get(at + 2)
+        .filter(|f| !f.starts_with('-'))
+        .map(|f| f.to_string())
 }

@@ -401,3 +401,23 @@ fn falcon_host_reads_the_config_file_it_is_given() {
     assert_eq!(read.server, ServerKind::Falcon);
     assert_eq!(read.workers, Some(2));
 }
+
+#[test]
+fn falcon_host_without_a_config_keeps_the_file_the_targets_falcon_host_reads() {
+    // A Falcon target (falcon host config/falcon.rb) re-canaried with other workers.
+    let mut target = puma_2x6();
+    target.command = Some(vec!["bundle".into(), "exec".into(), "falcon".into()]);
+    target.args = Some(vec!["host".into(), "config/falcon.rb".into()]);
+    let c = rendered(target, &falcon(4, Some(FalconMode::Host)));
+    assert_eq!(
+        c.command,
+        Some(vec![
+            "falcon".into(),
+            "host".into(),
+            "config/falcon.rb".into()
+        ])
+    );
+    // A target without one: Falcon's default (./falcon.rb).
+    let c = rendered(puma_2x6(), &falcon(4, Some(FalconMode::Host)));
+    assert_eq!(c.command, Some(vec!["falcon".into(), "host".into()]));
+}
