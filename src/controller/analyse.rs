@@ -139,7 +139,7 @@ pub async fn run_selection(
         return Ok(None);
     };
     let (client, url) = prometheus_client(ctx, exp);
-    Ok(Some(match client {
+    let (mut a, baselines) = match client {
         Ok(client) => {
             let a = analysis::analyse_selection(&client, &exp.spec, &sctx).await;
             let target = &sctx.target_deployment;
@@ -156,7 +156,38 @@ pub async fn run_selection(
             analysis::unreachable_selection(&sctx, &format!("Prometheus {url}: {e}")),
             None,
         ),
-    }))
+    };
+    // Every variant's restarts, as the single candidate's: a killed variant fails its interval
+    // (and is eliminated as any failing variant is), whatever Prometheus said.
+    let since = status.last_analysis_at.as_ref().map(|t| t.0);
+    for c in &mut a.candidates {
+        let deployment = fetched
+            .variants
+            .candidates
+            .get(c.index)
+            .and_then(Option::as_ref);
+        let outcome = c.outcome.clone();
+        c.outcome =
+            judged_restarts(ctx, exp, deployment, &sctx.base.container, since, outcome).await;
+    }
+    Ok(Some((a, baselines)))
+}
+
+/// The analysis with the restarts of `deployment`'s app container judged (`failOnRestart`).
+async fn judged_restarts(
+    ctx: &Context,
+    exp: &ConcurrencyExperiment,
+    deployment: Option<&k8s_openapi::api::apps::v1::Deployment>,
+    container: &str,
+    since: Option<Timestamp>,
+    outcome: AnalysisOutcome,
+) -> AnalysisOutcome {
+    let restarts = match deployment {
+        Some(d) => super::pods::restarts(&ctx.client, d, container, since).await,
+        None => Err("the Deployment is gone".to_string()),
+    };
+    let fail = exp.spec.analysis.fail_on_restart;
+    analysis::judge_restarts(outcome, restarts, container, fail)
 }
 
 /// The experiment's Prometheus client, and its URL as it may be shown (no credentials). A
@@ -229,11 +260,7 @@ pub async fn run(
     };
     // Also when Prometheus failed: a killed candidate is a failure Prometheus need not confirm.
     let since = status.analyses.last().map(|a| a.at.0);
-    let restarts = match &fetched.candidate {
-        Some(c) => super::pods::restarts(&ctx.client, c, &actx.container, since).await,
-        None => Err("the candidate Deployment is gone".to_string()),
-    };
-    let fail = exp.spec.analysis.fail_on_restart;
-    let outcome = analysis::judge_restarts(outcome, restarts, &actx.container, fail);
+    let candidate = fetched.candidate.as_ref();
+    let outcome = judged_restarts(ctx, exp, candidate, &actx.container, since, outcome).await;
     Ok(Some((outcome, baselines)))
 }

@@ -9,6 +9,7 @@ use super::clock::route_changed_long_ago;
 use super::fixtures::*;
 use super::variants::selection_experiment;
 use crate::api::{ConcurrencyExperiment, Elimination, Phase};
+use serde_json::json;
 
 pub(super) const DEPLOYMENTS: &str = "/apis/apps/v1/namespaces/shop/deployments";
 
@@ -299,4 +300,59 @@ async fn a_gateway_selection_splits_the_route_n_ways_and_moves_traffic_off_befor
         .cloned()
         .collect();
     assert_eq!(left, [svc("storefront"), TARGET.to_string()]);
+}
+
+/// A selection's variant whose app container was OOM-killed in the interval fails that
+/// interval on `restarts`, as the single candidate does, whatever Prometheus said (here it is
+/// unreachable, so every other check is Inconclusive).
+#[tokio::test]
+async fn a_killed_variant_fails_its_interval_on_restarts() {
+    let fake = selecting_fake();
+    reconcile_stored(&fake).await.unwrap();
+    for path in [fresh(), variant(0), variant(1), variant(2)] {
+        set_ready(&fake, &path, 1);
+    }
+    reconcile_stored(&fake).await.unwrap();
+    let ago = |secs: i64| Time(jiff::Timestamp::now() - jiff::SignedDuration::from_secs(secs));
+    edit_status(&fake, |s| {
+        s.selection.as_mut().unwrap().started_at = Some(ago(300));
+        s.last_analysis_at = Some(ago(120));
+    });
+    // The fake lists every pod of the namespace for any selector: each variant sees the kill.
+    let killed_at = (jiff::Timestamp::now() - jiff::SignedDuration::from_secs(30)).to_string();
+    fake.put(
+        &format!("{PODS}/storefront-candidate-1-7c9f-x1y2z"),
+        json!({
+            "apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": "storefront-candidate-1-7c9f-x1y2z", "namespace": "shop"},
+            "status": {"containerStatuses": [{
+                "name": "web", "ready": true, "restartCount": 1, "image": "i", "imageID": "",
+                "state": {"running": {}},
+                "lastState": {"terminated": {"reason": "OOMKilled", "exitCode": 137,
+                                             "finishedAt": killed_at}},
+            }]},
+        }),
+    );
+    fake.clear_calls();
+    reconcile_stored(&fake).await.unwrap();
+    assert!(
+        fake.lines().contains(&format!("GET {PODS}")),
+        "{:?}",
+        fake.lines()
+    );
+    let exp: ConcurrencyExperiment = fake.get(EXP).unwrap();
+    let sel = exp.status.unwrap().selection.unwrap();
+    for v in &sel.variants {
+        let r = v.checks.iter().find(|c| c.name == "restarts");
+        let r =
+            r.unwrap_or_else(|| panic!("variant {}: no restarts entry: {:?}", v.index, v.checks));
+        assert_eq!(r.verdict, crate::api::Verdict::Fail, "{r:?}");
+        assert!(
+            r.reason
+                .as_deref()
+                .unwrap()
+                .contains("OOMKilled (exit code 137)"),
+            "{r:?}"
+        );
+    }
 }
