@@ -48,4 +48,29 @@ pub struct Traffic {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(regex(pattern = DURATION_PATTERN))]
     pub scale_down_delay: Option<String>,
+    /// How long a pod the operator removes (candidate, selection variant, fresh baseline) goes
+    /// on serving after it left the Service's endpoints, before it is told to stop: a
+    /// `preStop` sleep the operator adds to the app container of the pods it creates when the
+    /// target's has no `preStop` of its own, so that no request is lost even if the app exits
+    /// at SIGTERM. Default `10s`; `0s` adds none; at most `5m`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(regex(pattern = DURATION_PATTERN))]
+    pub drain_delay: Option<String>,
+}
+
+/// `spec.traffic.drainDelay` when omitted.
+pub const DEFAULT_DRAIN_DELAY: std::time::Duration = std::time::Duration::from_secs(10);
+/// The longest `spec.traffic.drainDelay`: every removal of a pod waits for it.
+pub const MAX_DRAIN_DELAY: std::time::Duration = std::time::Duration::from_secs(300);
+
+impl Traffic {
+    /// `drainDelay` as a duration; the default when omitted or not parseable (validation
+    /// refuses the latter before anything is rendered).
+    pub fn drain_delay(&self) -> std::time::Duration {
+        self.drain_delay
+            .as_deref()
+            .and_then(|d| super::parse_duration("spec.traffic.drainDelay", d).ok())
+            .unwrap_or(DEFAULT_DRAIN_DELAY)
+            .min(MAX_DRAIN_DELAY)
+    }
 }

@@ -65,6 +65,16 @@ pub fn validate(
     if let Some(d) = &spec.traffic.scale_down_delay {
         parse_duration("spec.traffic.scaleDownDelay", d).map_err(err)?;
     }
+    if let Some(d) = &spec.traffic.drain_delay {
+        let max = crate::api::MAX_DRAIN_DELAY;
+        if parse_duration("spec.traffic.drainDelay", d).map_err(err)? > max {
+            return Err(format!(
+                "spec.traffic.drainDelay: {d} is longer than {}s, the most every pod removal \
+                 may wait",
+                max.as_secs()
+            ));
+        }
+    }
     for (i, c) in spec.analysis.checks.iter().enumerate() {
         let field = |f: &str| format!("spec.analysis.checks[{i}].{f}");
         if let Some(min) = &c.min {

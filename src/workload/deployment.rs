@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::apps::v1::{Deployment, DeploymentSpec};
-use k8s_openapi::api::core::v1::PodTemplateSpec;
+use k8s_openapi::api::core::v1::{LifecycleHandler, PodTemplateSpec, SleepAction};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta, OwnerReference};
 use kube::{Resource, ResourceExt};
 
@@ -182,6 +182,8 @@ pub fn variant_deployment(
         Some(config) => promoted_template(target, config, experiment.spec.container.as_deref())?,
         None => target_spec.template.clone(),
     };
+    let index = app_container_index(target, experiment.spec.container.as_deref())?;
+    add_drain(&mut template, index, experiment.spec.traffic.drain_delay());
     let meta = template.metadata.get_or_insert_with(ObjectMeta::default);
     let labels = meta.labels.get_or_insert_with(BTreeMap::new);
     labels.remove(POD_TEMPLATE_HASH);
@@ -209,6 +211,33 @@ pub fn variant_deployment(
         }),
         status: None,
     })
+}
+
+/// Pods the operator removes must not depend on the app's shutdown to lose no request: a
+/// terminating pod leaves the Service's endpoints at once, but every node's kube-proxy (and a
+/// client's kept-alive connection) takes a moment to follow. A `preStop` sleep of `delay` on
+/// the app container keeps it serving meanwhile; SIGTERM comes after it. The app's own
+/// `preStop` wins (it knows its drain), and the grace period grows to cover the sleep.
+fn add_drain(template: &mut PodTemplateSpec, index: usize, delay: std::time::Duration) {
+    let secs = i64::try_from(delay.as_secs()).unwrap_or(i64::MAX);
+    let Some(pod) = template.spec.as_mut().filter(|_| secs > 0) else {
+        return;
+    };
+    let Some(app) = pod.containers.get_mut(index) else {
+        return;
+    };
+    let lifecycle = app.lifecycle.get_or_insert_with(Default::default);
+    if lifecycle.pre_stop.is_some() {
+        return;
+    }
+    lifecycle.pre_stop = Some(LifecycleHandler {
+        sleep: Some(SleepAction { seconds: secs }),
+        ..LifecycleHandler::default()
+    });
+    // Kubernetes' default grace is 30 s, and it counts the preStop: keep what the app had
+    // for its own shutdown after the sleep.
+    let grace = pod.termination_grace_period_seconds.unwrap_or(30);
+    pod.termination_grace_period_seconds = Some(grace.saturating_add(secs));
 }
 
 /// The target's pod template with `config` written into its app container: what promotion

@@ -385,3 +385,21 @@ fn a_one_replica_target_keeps_its_pod_until_the_candidate_carried_the_last_stage
         "never at 0"
     );
 }
+
+#[test]
+fn a_drain_delay_past_five_minutes_or_unparseable_is_invalid_naming_the_field() {
+    for (bad, why) in [
+        ("6m", "spec.traffic.drainDelay: 6m is longer than 300s"),
+        ("soon", "spec.traffic.drainDelay"),
+    ] {
+        let mut run = Run::new(spec(), 6);
+        run.spec.traffic.drain_delay = Some(bad.into());
+        let out = run.tick(None).clone();
+        assert_eq!(out.status.phase, Phase::Invalid, "{bad}");
+        let msg = out.status.message.clone().unwrap();
+        assert!(msg.contains(why), "{msg}");
+    }
+    let mut run = Run::new(spec(), 6);
+    run.spec.traffic.drain_delay = Some("5m".into());
+    assert_ne!(run.tick(None).status.phase, Phase::Invalid);
+}

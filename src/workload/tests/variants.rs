@@ -96,8 +96,12 @@ fn the_fresh_baseline_is_the_target_template_unchanged_plus_its_labels() {
         &fresh.spec.as_ref().unwrap().template,
         &target.spec.as_ref().unwrap().template,
     );
-    // Everything but the labels is the target's: containers, env, volumes, annotations.
-    assert_eq!(ours.spec, theirs.spec);
+    // Everything but the labels and the drain is the target's: containers, env, volumes,
+    // annotations.
+    let mut undrained = ours.spec.clone().unwrap();
+    undrained.containers[0].lifecycle = None;
+    undrained.termination_grace_period_seconds = None;
+    assert_eq!(Some(undrained), theirs.spec);
     assert_eq!(
         ours.metadata.as_ref().unwrap().annotations,
         theirs.metadata.as_ref().unwrap().annotations
@@ -147,4 +151,61 @@ fn after_a_selection_the_candidate_is_the_winner() {
     );
     assert!(runs_config(&c, &falcon(2, None), Some("app")));
     assert!(!runs_config(&c, &puma(2, 3), Some("app")));
+}
+
+/// The pods the operator creates get a `preStop` sleep of `traffic.drainDelay` (10 s by
+/// default) unless the app has its own, and a grace period that still leaves the app its 30 s.
+#[test]
+fn every_variant_drains_before_it_stops_unless_the_app_has_its_own_pre_stop() {
+    let exp = experiment("sf", &puma(2, 4), Some("app"));
+    let target = storefront();
+    let drain = |d: &k8s_openapi::api::apps::v1::Deployment| {
+        let pod = d.spec.as_ref().unwrap().template.spec.as_ref().unwrap();
+        let sleep = pod.containers[0]
+            .lifecycle
+            .as_ref()
+            .and_then(|l| l.pre_stop.as_ref())
+            .and_then(|p| p.sleep.as_ref())
+            .map(|s| s.seconds);
+        (sleep, pod.termination_grace_period_seconds)
+    };
+    let candidate = candidate_deployment(&target, &exp, 2).unwrap();
+    assert_eq!(drain(&candidate), (Some(10), Some(40)));
+    let fresh = fresh_baseline_deployment(&target, &exp, 1).unwrap();
+    assert_eq!(drain(&fresh), (Some(10), Some(40)));
+
+    let mut longer = exp.clone();
+    longer.spec.traffic.drain_delay = Some("1m".into());
+    assert_eq!(
+        drain(&candidate_deployment(&target, &longer, 2).unwrap()),
+        (Some(60), Some(90))
+    );
+    let mut off = exp.clone();
+    off.spec.traffic.drain_delay = Some("0s".into());
+    assert_eq!(
+        drain(&candidate_deployment(&target, &off, 2).unwrap()),
+        (None, None)
+    );
+
+    // The app's own preStop (it knows its drain) is kept as it is, with its grace period.
+    let mut own = target.clone();
+    let pod = own.spec.as_mut().unwrap().template.spec.as_mut().unwrap();
+    pod.containers[0].lifecycle = Some(
+        serde_json::from_value(serde_json::json!(
+            {"preStop": {"exec": {"command": ["/bin/drain"]}}}
+        ))
+        .unwrap(),
+    );
+    pod.termination_grace_period_seconds = Some(45);
+    let c = candidate_deployment(&own, &exp, 2).unwrap();
+    let pod = c.spec.unwrap().template.spec.unwrap();
+    let pre_stop = pod.containers[0]
+        .lifecycle
+        .as_ref()
+        .unwrap()
+        .pre_stop
+        .as_ref()
+        .unwrap();
+    assert!(pre_stop.sleep.is_none() && pre_stop.exec.is_some());
+    assert_eq!(pod.termination_grace_period_seconds, Some(45));
 }
