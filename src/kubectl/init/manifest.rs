@@ -1,34 +1,14 @@
-//! `init DEPLOYMENT --threads N | --server falcon --workers W`: a starter experiment.
-//!
-//! The target's current config is read back (as a comment, so the reader sees baseline and
-//! candidate side by side). With `--prometheus` the starter checks' series are looked up for
-//! the target's pods exactly as the operator's pre-flight does (`analysis::preflight`): only
-//! checks whose series exist are written; the others are written commented out, and stderr
-//! says what is missing, who writes it and what to do instead — the operator would refuse the
-//! experiment (`Invalid`) for the same reason. Without `--prometheus` it writes the checks a
-//! yabeda-rails app (or prometheus_exporter, with `--preset`) has on Kubernetes: latency,
-//! memory, errors; never `gvlWait`, whose series no published gem writes.
+//! The starter manifest, written without I/O: the starter checks for a candidate, the
+//! candidate from the flags, and the YAML with the baseline read back beside it and each
+//! check's pre-flight finding.
 
-use jiff::Timestamp;
-use std::io::Write;
-
-use super::cli::{InitArgs, InitServer};
-use super::recommend::{measure, sizing_note};
-use super::{PluginError, Session};
-use crate::analysis::preflight::{self, Finding, Target, Windows};
+use super::super::cli::{InitArgs, InitServer};
+use super::super::PluginError;
+use crate::analysis::preflight::Finding;
 use crate::api::{Analysis, Check, MetricPreset, RenderedServer, ServerConfig, ServerKind};
-use crate::prometheus::PrometheusClient;
-use crate::workload::{app_container, read_baseline};
 
 /// Where the starter points when no `--prometheus` is given (the examples' address).
 pub const PLACEHOLDER_PROMETHEUS: &str = "http://prometheus.monitoring:9090";
-
-/// The I/O-share measurement's range: wider than the 1m interval, so a quiet minute still
-/// measures.
-const PROBE_WINDOW: std::time::Duration = std::time::Duration::from_secs(300);
-
-/// The pre-flight's name for the capacity gate's needs (`analysis::preflight::plan`).
-const CAPACITY_GATE: &str = "capacity gate (maxPredictedUtilization)";
 
 /// One starter check: its YAML (a flow mapping, as the examples write them) and why.
 #[derive(Debug, Clone, PartialEq)]
@@ -311,121 +291,4 @@ pub fn starter_analysis(
         "prometheus": {"url": url}, "metrics": metrics, "minRequests": 50, "checks": checks,
     }))
     .map_err(|e| PluginError::Usage(e.to_string()))
-}
-
-/// What the probe found: per starter (by position), and what to tell on stderr.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Probed {
-    pub data: Vec<Finding>,
-    pub gate_off: Option<String>,
-    /// One line per check (or the request count, or the capacity gate) not found.
-    pub notes: Vec<String>,
-}
-
-/// The operator's pre-flight lookup for the starter checks on the target's pods.
-pub async fn probe(
-    client: &PrometheusClient,
-    analysis: &Analysis,
-    starters: &[Starter],
-    target: &Target,
-    at: Timestamp,
-) -> Result<Probed, PluginError> {
-    let plan = preflight::plan(analysis, target).map_err(|e| PluginError::Usage(e.to_string()))?;
-    let found = preflight::look_up(client, &plan, at).await?;
-    let findings = preflight::judge(&plan, &found, analysis.metrics.preset);
-    let of = |name: &str| {
-        findings
-            .iter()
-            .find(|(n, _)| n == name)
-            .map(|(_, f)| f.clone())
-    };
-    let mut data = Vec::new();
-    for st in starters {
-        let name = check_of(st)?.display_name();
-        data.push(of(&name).unwrap_or(Finding::Found));
-    }
-    let notes = findings
-        .iter()
-        .filter_map(|(check, f)| match f {
-            Finding::Found => None,
-            Finding::Missing(m) => Some(format!("not written: check {check}: {m}")),
-            Finding::Unknown(m) => {
-                Some(format!("not written (cannot tell yet): check {check}: {m}"))
-            }
-        })
-        .collect();
-    let gate_off = match of(CAPACITY_GATE) {
-        Some(Finding::Missing(m)) => Some(format!("The capacity gate is off: {m}")),
-        _ => None,
-    };
-    Ok(Probed {
-        data,
-        gate_off,
-        notes,
-    })
-}
-
-pub async fn run(
-    session: &Session,
-    args: &InitArgs,
-    out: &mut (dyn Write + Send),
-) -> Result<(), PluginError> {
-    let deployment = session.deployment(&args.deployment).await?;
-    let container = app_container(&deployment, args.container.as_deref())?
-        .name
-        .clone();
-    let baseline = read_baseline(&deployment, Some(&container), &Default::default())?;
-    let candidate = candidate(args, &baseline)?;
-    let probed = match &args.prometheus {
-        None => None,
-        Some(url) => {
-            let provider = args.access.provider(url).map_err(PluginError::Usage)?;
-            let client =
-                PrometheusClient::for_provider(&provider, crate::prometheus::DEFAULT_TIMEOUT)?;
-            let starters = starters(&candidate);
-            let analysis = starter_analysis(url, args.preset, &starters)?;
-            let target = Target {
-                namespace: session.namespace.clone(),
-                deployment: args.deployment.clone(),
-                container: container.clone(),
-                windows: Windows::default(),
-            };
-            let now = Timestamp::now();
-            let p = probe(&client, &analysis, &starters, &target, now).await?;
-            for note in &p.notes {
-                eprintln!("{note}");
-            }
-            // The thread count the measured I/O share suggests (the standard metrics' where
-            // the GVL counters have none), beside the candidate the flags chose.
-            let mut measured =
-                super::recommend::Target::from_deployment(&deployment, Some(&container))?;
-            measured.namespace = session.namespace.clone();
-            let queries =
-                super::recommend::queries(&measured, &analysis.metrics.resolve(), PROBE_WINDOW)?;
-            let m = measure(&client, &queries, now).await?;
-            Some((p, sizing_note(&m, PROBE_WINDOW)))
-        }
-    };
-    let (data, gate_off, sizing) = match probed {
-        Some((p, sizing)) => (Some(p.data), p.gate_off, sizing),
-        None => (None, None, None),
-    };
-    let starting = Starting {
-        name: args
-            .name
-            .clone()
-            .unwrap_or_else(|| default_name(&args.deployment, &candidate)),
-        namespace: session.namespace.clone(),
-        deployment: args.deployment.clone(),
-        container,
-        baseline,
-        candidate,
-        prometheus: args.prometheus.clone(),
-        preset: args.preset,
-        data,
-        gate_off,
-        sizing,
-    };
-    out.write_all(manifest(&starting).as_bytes())?;
-    Ok(())
 }
