@@ -3,26 +3,9 @@
 //! plus gvl-sim's fault injection. Parsing is a pure function of a variable lookup so every
 //! error case is a plain unit test.
 
+use crate::env::number;
+pub use crate::env::{ConfigError, ServerKind};
 use crate::memory::MemorySpec;
-use std::str::FromStr;
-
-/// Which Ruby concurrency model to reproduce.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ServerKind {
-    /// Threaded: a fixed pool of OS threads per worker sharing one GVL.
-    Puma,
-    /// Fiber scheduler: one cooperative event loop per worker.
-    Falcon,
-}
-
-impl ServerKind {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            ServerKind::Puma => "puma",
-            ServerKind::Falcon => "falcon",
-        }
-    }
-}
 
 /// How CPU work is timed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -73,76 +56,6 @@ pub struct ServeConfig {
     /// Simulated resident memory (`WORKER_MEMORY_MB`, `THREAD_MEMORY_MB`).
     pub memory: MemorySpec,
     pub faults: Faults,
-}
-
-#[derive(Debug, thiserror::Error, PartialEq)]
-pub enum ConfigError {
-    #[error("{var}={value:?} is not a number")]
-    NotANumber { var: &'static str, value: String },
-    #[error("{var}={value} is out of range: {reason}")]
-    OutOfRange {
-        var: &'static str,
-        value: String,
-        reason: &'static str,
-    },
-    #[error("SERVER={0:?} is unknown: use puma or falcon")]
-    UnknownServer(String),
-    #[error("{0} is not valid unicode")]
-    NotUnicode(&'static str),
-    #[error(
-        "WORKER_MEMORY_MB and THREAD_MEMORY_MB add up to {total_mb} MiB for {workers} workers \
-         x {threads} pool threads, over the {limit} MiB limit",
-        limit = crate::memory::LIMIT_MB
-    )]
-    MemoryTotal {
-        total_mb: u64,
-        workers: usize,
-        threads: usize,
-    },
-}
-
-impl ConfigError {
-    pub fn category(&self) -> &'static str {
-        match self {
-            ConfigError::NotANumber { .. } | ConfigError::NotUnicode(_) => "config_parse",
-            ConfigError::OutOfRange { .. } | ConfigError::MemoryTotal { .. } => "config_range",
-            ConfigError::UnknownServer(_) => "config_server",
-        }
-    }
-}
-
-/// Parses a number from `var` within [min, max]; unset (or empty) gives `default`.
-pub(crate) fn number<T>(
-    lookup: &dyn Fn(&'static str) -> Result<Option<String>, ConfigError>,
-    var: &'static str,
-    default: T,
-    min: T,
-    max: T,
-    reason: &'static str,
-) -> Result<T, ConfigError>
-where
-    T: FromStr + PartialOrd + Copy,
-{
-    let Some(raw) = lookup(var)? else {
-        return Ok(default);
-    };
-    let raw = raw.trim().to_string();
-    if raw.is_empty() {
-        return Ok(default);
-    }
-    let value: T = raw.parse().map_err(|_| ConfigError::NotANumber {
-        var,
-        value: raw.clone(),
-    })?;
-    // `!(a <= b)` also rejects NaN for floats.
-    if !(value >= min && value <= max) {
-        return Err(ConfigError::OutOfRange {
-            var,
-            value: raw,
-            reason,
-        });
-    }
-    Ok(value)
 }
 
 impl ServeConfig {

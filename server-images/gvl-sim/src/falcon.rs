@@ -11,7 +11,7 @@
 use crate::gvl::{spin_cpu_with, GvlTimes};
 use crate::http::{route, simple, Body, Route};
 use crate::memory::Resident;
-use crate::server::Shared;
+use crate::shared::Shared;
 use crate::work::Step;
 use http::{Request, Response};
 use hyper::body::Incoming;

@@ -3,6 +3,7 @@
 //! names, and an open-model load generator.
 
 pub mod config;
+pub mod env;
 pub mod falcon;
 pub mod gvl;
 pub mod http;
@@ -13,4 +14,5 @@ pub mod puma;
 pub mod queue_time;
 pub mod receive;
 pub mod server;
+pub mod shared;
 pub mod work;

@@ -7,7 +7,7 @@
 //! Puma pool thread. Falcon has no thread pool — one event loop per worker, requests are
 //! fibers — so it holds only the worker memory. Both default to 0 (no simulated memory).
 
-use crate::config::{number, ConfigError, ServerKind};
+use crate::env::{number, ConfigError, ServerKind};
 
 /// The most simulated memory one server may hold, over all workers and threads.
 pub const LIMIT_MB: u64 = 4096;
@@ -42,6 +42,7 @@ impl MemorySpec {
                 total_mb,
                 workers,
                 threads: spec.held_threads(server, threads),
+                limit_mb: LIMIT_MB,
             });
         }
         Ok(spec)
@@ -166,7 +167,8 @@ mod tests {
             ConfigError::MemoryTotal {
                 total_mb: 4200,
                 workers: 4,
-                threads: 5
+                threads: 5,
+                limit_mb: LIMIT_MB,
             }
         );
         assert_eq!(err.category(), "config_range");

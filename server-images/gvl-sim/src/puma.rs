@@ -12,7 +12,7 @@ use crate::gvl::{Gvl, GvlTimes};
 use crate::http::{route, simple, Body, Route};
 use crate::memory::Resident;
 use crate::metrics::PumaGauges;
-use crate::server::Shared;
+use crate::shared::Shared;
 use crate::work::Step;
 use http::{Request, Response};
 use hyper::body::Incoming;

@@ -1,7 +1,8 @@
 //! What one request does: a sequence of CPU slices and I/O waits, built from the configured
 //! `WorkSpec`, per-request query-string overrides, jitter and injected latency.
 
-use crate::config::{number, ConfigError, WorkSpec};
+use crate::config::{ConfigError, WorkSpec};
+use crate::env::number;
 use std::collections::HashMap;
 use std::time::Duration;
 
