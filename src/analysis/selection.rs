@@ -147,6 +147,8 @@ pub async fn analyse_selection(
     for c in &sctx.candidates {
         let ctx = candidate_context(base, c);
         let outcome = analyse(source, spec, &ctx, &[], &BTreeMap::new()).await;
+        // A Falcon variant's worker count as it runs, as for the single candidate.
+        let outcome = super::workers::check_workers(source, spec, &ctx, outcome).await;
         let capacity = outcome.record.capacity.as_ref();
         let cpu = |side: Option<&crate::api::VariantCapacity>| side?.cpu_per_request;
         let objective = match &objective {

@@ -170,3 +170,51 @@ fn an_unreachable_prometheus_makes_every_candidate_inconclusive() {
             && c.objective.is_none()
     }));
 }
+
+/// A Falcon variant's event loops per pod are counted as the single candidate's: candidate 2
+/// runs 8 loops per pod against its 2 workers (a `count` in falcon.rb), and fails on it.
+#[tokio::test]
+async fn a_falcon_variant_running_other_workers_than_rendered_fails_on_workers() {
+    struct Loops;
+    impl MetricSource for Loops {
+        async fn query_value(
+            &self,
+            q: &str,
+            at: Timestamp,
+        ) -> Result<Option<f64>, PrometheusError> {
+            if q.contains("ruby_event_loop_probe_seconds_total") && q.starts_with("max(") {
+                return Ok(Some(match whose(q) {
+                    "storefront-candidate-2" => 8.0,
+                    _ => 2.0,
+                }));
+            }
+            Table.query_value(q, at).await
+        }
+    }
+    let spec: ConcurrencyExperimentSpec = serde_yaml::from_str(
+        "targetRef: {name: storefront}\n\
+         candidates: [{server: falcon, workers: 2}, {server: falcon, workers: 2}]\n\
+         analysis:\n  prometheus: {url: \"http://p:9090\"}\n  interval: 1m\n  minRequests: 50\n  \
+         checks: [{metric: errorRate, max: 5%}]\n",
+    )
+    .unwrap();
+    let a = analyse_selection(&Loops, &spec, &selection_context(&spec)).await;
+    let workers: Vec<_> = a
+        .candidates
+        .iter()
+        .map(|c| {
+            let w = c.outcome.record.checks.iter().find(|x| x.name == "workers");
+            let r = &c.outcome.record;
+            let failed_on_workers = r.verdict == Verdict::Fail
+                && r.reason.as_deref().is_some_and(|x| x.contains("workers"));
+            (w.map(|w| (w.verdict, w.candidate)), failed_on_workers)
+        })
+        .collect();
+    assert_eq!(
+        workers,
+        [
+            (Some((Verdict::Pass, Some(2.0))), false),
+            (Some((Verdict::Fail, Some(8.0))), true),
+        ]
+    );
+}
