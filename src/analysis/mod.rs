@@ -19,6 +19,7 @@ pub mod recommend;
 mod reference;
 mod restarts;
 mod selection;
+pub mod sequential;
 mod source;
 pub mod stats;
 mod summary;

@@ -10,6 +10,7 @@ mod queries;
 mod recommend;
 mod restarts;
 mod selection;
+mod sequential;
 mod stats;
 mod summary;
 mod template;
