@@ -205,6 +205,22 @@ impl QuantileTest {
         self.infimum(baseline, candidate, ratio, &b, &c)
     }
 
+    /// `ln` of the e-value against "the candidate's p-quantile is at most `limit`" (a check's
+    /// absolute `max`): the candidate's requests at or below `limit` are too few for it.
+    pub fn log_evidence_above(&self, candidate: &Buckets, limit: f64) -> f64 {
+        if candidate.total <= 0.0 || limit.is_nan() {
+            return 0.0;
+        }
+        let c = Side::new(self, candidate.total, -1.0, true);
+        let exact = self.resolution == Resolution::Exact;
+        let e = c.least(count_at(candidate, &candidate.bounds, limit, exact));
+        if e.is_nan() {
+            0.0
+        } else {
+            e
+        }
+    }
+
     /// confseq's two-sided test of equal quantiles (ratio 1): `ln` of its e-value. Kept for the
     /// golden tests that tie this module to confseq's published values.
     pub fn log_evidence_two_sided(&self, a: &Buckets, b: &Buckets) -> f64 {

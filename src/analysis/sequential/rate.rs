@@ -7,6 +7,7 @@
 //! the operator may look at after every interval. Intervals keep their own traffic split, so
 //! a stage change (30 % → 70 %) moves θ₀ and nothing else.
 
+use super::mixture::BetaBinomialMixture;
 use super::quantile::{boundary, RatioBounds};
 
 /// One interval's requests and errors per variant (`increase()` over the interval).
@@ -78,5 +79,26 @@ pub fn ratio_bounds(intervals: &[Counts], alpha: f64) -> RatioBounds {
             |r| log_evidence(intervals, r, Direction::NoWorse) >= threshold,
             false,
         ),
+    }
+}
+
+/// `ln` of the e-value against "the candidate's error rate is at most `limit`" (errorRate's
+/// absolute `max`), from all its requests and errors so far; tuned for `n_opt` requests.
+pub fn log_evidence_above(requests: f64, errors: f64, limit: f64, n_opt: f64) -> f64 {
+    if requests.is_nan()
+        || requests <= 0.0
+        || !errors.is_finite()
+        || !(0.0..1.0).contains(&limit)
+        || limit == 0.0
+    {
+        return 0.0;
+    }
+    let v = |n: f64| n * limit * (1.0 - limit);
+    let mixture = BetaBinomialMixture::new(v(n_opt.max(1.0)), 0.05, limit, 1.0 - limit, true);
+    let e = mixture.log_super_mg(errors - limit * requests, v(requests));
+    if e.is_nan() {
+        0.0
+    } else {
+        e
     }
 }

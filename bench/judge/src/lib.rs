@@ -1,0 +1,9 @@
+//! The judge bench (issue 30): traces of real runs, replayed through the operator's judges.
+//!
+//! - `trace`: what was recorded, and Prometheus's `histogram_quantile` over it.
+//! - `replay`: one experiment over a trace, judged per interval (today) or anytime-valid.
+//! - `bootstrap`: many experiments from one trace, by resampling whole blocks of intervals.
+
+pub mod bootstrap;
+pub mod replay;
+pub mod trace;

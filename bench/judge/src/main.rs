@@ -1,0 +1,155 @@
+//! `judge-bench`: replays the recorded traces through each manifest's checks, per-interval
+//! (the operator today) and anytime-valid, and prints per trace how often the experiment
+//! rolled back and how soon. A/A traces give the false-rollback rate; the others the recall.
+
+use std::path::PathBuf;
+
+use clap::Parser;
+use judge_bench::bootstrap::{resample, Rng};
+use judge_bench::replay::{load_spec, run, Outcome, Plan, Rule};
+use judge_bench::trace::Trace;
+
+#[derive(Parser)]
+struct Args {
+    /// Directory of recorded traces (`record` writes them).
+    #[arg(long, default_value = "bench/judge/traces")]
+    traces: PathBuf,
+    /// Experiments replayed per trace and manifest.
+    #[arg(long, default_value_t = 400)]
+    replays: usize,
+    /// Consecutive analysis intervals per bootstrap block.
+    #[arg(long, default_value_t = 5)]
+    block: usize,
+    /// Overall α of the anytime-valid judge.
+    #[arg(long, default_value_t = 0.05)]
+    alpha: f64,
+    /// Manifests (YAML, or Markdown whose first ConcurrencyExperiment block is used).
+    #[arg(default_values_t = ["README.md".to_string()])]
+    manifests: Vec<String>,
+}
+
+fn main() -> anyhow::Result<()> {
+    let args = Args::parse();
+    let mut traces: Vec<Trace> = std::fs::read_dir(&args.traces)?
+        .filter_map(Result::ok)
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|e| e == "json"))
+        .map(|p| Trace::load(&p))
+        .collect::<anyhow::Result<_>>()?;
+    traces
+        .sort_by(|a, b| (a.regression.is_some(), &a.name).cmp(&(b.regression.is_some(), &b.name)));
+    if traces.is_empty() {
+        anyhow::bail!("no traces in {}", args.traces.display());
+    }
+    let rules = [Rule::PerInterval, Rule::Sequential { alpha: args.alpha }];
+    for manifest in &args.manifests {
+        let spec = load_spec(manifest.as_ref())?;
+        let plan = Plan::from_spec(manifest, &spec)?;
+        println!(
+            "\n## {manifest}: {} analyses of {} s ({} per stage); checks: {}{}",
+            plan.total_analyses(),
+            plan.interval_seconds,
+            plan.analyses
+                .iter()
+                .map(ToString::to_string)
+                .collect::<Vec<_>>()
+                .join("/"),
+            plan.checks
+                .iter()
+                .map(describe)
+                .collect::<Vec<_>>()
+                .join("; "),
+            if plan.skipped.is_empty() {
+                String::new()
+            } else {
+                format!(" (left out: {})", plan.skipped.join(", "))
+            }
+        );
+        println!(
+            "\n| trace | what differs | judge | rolled back | of which inconclusive | median analyses to rollback | median requests per variant at rollback | deciding checks |"
+        );
+        println!("| --- | --- | --- | --- | --- | --- | --- | --- |");
+        for rule in rules {
+            let mut aa = (0usize, 0usize);
+            for trace in &traces {
+                let mut rng = Rng(0x5EED ^ trace.name.len() as u64);
+                let outcomes: Vec<Outcome> = (0..args.replays)
+                    .filter_map(|_| resample(trace, &plan, args.block, &mut rng))
+                    .map(|intervals| run(&plan, rule, trace, &intervals))
+                    .collect();
+                if outcomes.is_empty() {
+                    println!(
+                        "| {} | trace shorter than one block | | | | | | |",
+                        trace.name
+                    );
+                    continue;
+                }
+                let rolled: Vec<&Outcome> = outcomes
+                    .iter()
+                    .filter(|o| o.rolled_back_at.is_some())
+                    .collect();
+                if trace.regression.is_none() {
+                    aa.0 += rolled.len();
+                    aa.1 += outcomes.len();
+                }
+                let inconclusive = rolled.iter().filter(|o| o.inconclusive).count();
+                let mut at: Vec<usize> = rolled.iter().filter_map(|o| o.rolled_back_at).collect();
+                let mut requests: Vec<f64> = rolled.iter().map(|o| o.requests).collect();
+                at.sort_unstable();
+                requests.sort_by(f64::total_cmp);
+                let mut why: Vec<String> = rolled.iter().flat_map(|o| o.why.clone()).collect();
+                why.sort();
+                why.dedup();
+                println!(
+                    "| {} | {} | {} | {} | {} | {} | {} | {} |",
+                    trace.name,
+                    trace.regression.as_deref().unwrap_or("nothing (A/A)"),
+                    rule.label(),
+                    share(rolled.len(), outcomes.len()),
+                    inconclusive,
+                    at.get(at.len() / 2).map_or("–".into(), ToString::to_string),
+                    requests
+                        .get(requests.len() / 2)
+                        .map_or("–".into(), |r| format!("{r:.0}")),
+                    why.join(", ")
+                );
+            }
+            if aa.1 > 0 {
+                println!(
+                    "| **all A/A** | | {} | **{}** (95 % interval {}) | | | | |",
+                    rule.label(),
+                    share(aa.0, aa.1),
+                    wilson(aa.0, aa.1)
+                );
+            }
+        }
+    }
+    Ok(())
+}
+
+fn describe(c: &concurrency_operator::api::Check) -> String {
+    let limits = concurrency_operator::analysis::Limits::from_check(c)
+        .map(|l| l.written)
+        .unwrap_or_default();
+    match c.quantile {
+        Some(q) => format!("{} p{} {limits}", c.display_name(), q * 100.0),
+        None => format!("{} {limits}", c.display_name()),
+    }
+}
+
+fn share(k: usize, n: usize) -> String {
+    format!("{k}/{n} ({:.1} %)", 100.0 * k as f64 / n.max(1) as f64)
+}
+
+/// The Wilson score interval of a proportion, 95 %.
+fn wilson(k: usize, n: usize) -> String {
+    let (k, n, z) = (k as f64, n as f64, 1.96f64);
+    let p = k / n;
+    let centre = (p + z * z / (2.0 * n)) / (1.0 + z * z / n);
+    let half = z * (p * (1.0 - p) / n + z * z / (4.0 * n * n)).sqrt() / (1.0 + z * z / n);
+    format!(
+        "{:.1}–{:.1} %",
+        100.0 * (centre - half).max(0.0),
+        100.0 * (centre + half).min(1.0)
+    )
+}

@@ -1,0 +1,137 @@
+//! A recorded trace: one baseline and one candidate served the same load side by side, and a
+//! real Prometheus scraped both; per step (a few seconds), what each variant's counters grew
+//! by and its memory.
+
+use serde::{Deserialize, Serialize};
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Trace {
+    pub name: String,
+    /// What differs between the variants, as a person would say it (`None`: A/A).
+    pub regression: Option<String>,
+    pub recorded: String,
+    pub step_seconds: u32,
+    /// Requests per second each variant was sent.
+    pub rate: u32,
+    pub baseline_env: Vec<(String, String)>,
+    pub candidate_env: Vec<(String, String)>,
+    /// Finite `le` bounds of the request-duration and queue-time histograms.
+    pub latency_bounds: Vec<f64>,
+    pub queue_bounds: Vec<f64>,
+    pub baseline: Series,
+    pub candidate: Series,
+}
+
+/// Per step: increments of the counters, and the memory at the step's end.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+pub struct Series {
+    pub requests: Vec<f64>,
+    pub errors: Vec<f64>,
+    /// Per step, the increments of the cumulative buckets (one per bound, then `+Inf`).
+    pub latency: Vec<Vec<f64>>,
+    pub queue: Vec<Vec<f64>>,
+    pub memory: Vec<f64>,
+}
+
+impl Trace {
+    pub fn steps(&self) -> usize {
+        [&self.baseline, &self.candidate]
+            .iter()
+            .map(|s| {
+                s.requests
+                    .len()
+                    .min(s.errors.len())
+                    .min(s.latency.len())
+                    .min(s.queue.len())
+                    .min(s.memory.len())
+            })
+            .min()
+            .unwrap_or(0)
+    }
+
+    pub fn load(path: &std::path::Path) -> anyhow::Result<Trace> {
+        let text = std::fs::read_to_string(path)?;
+        Ok(serde_json::from_str(&text)?)
+    }
+}
+
+/// What one variant did over an interval of consecutive steps.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Interval {
+    pub requests: f64,
+    pub errors: f64,
+    /// Cumulative bucket counts, `+Inf` last.
+    pub latency: Vec<f64>,
+    pub queue: Vec<f64>,
+    pub memory: f64,
+}
+
+impl Series {
+    /// Steps `from..to` summed (memory: their mean).
+    pub fn interval(&self, from: usize, to: usize) -> Interval {
+        let sum = |rows: &[Vec<f64>]| {
+            let mut acc: Vec<f64> = Vec::new();
+            for row in &rows[from..to] {
+                if acc.len() < row.len() {
+                    acc.resize(row.len(), 0.0);
+                }
+                for (a, v) in acc.iter_mut().zip(row) {
+                    *a += v;
+                }
+            }
+            acc
+        };
+        let n = (to - from).max(1) as f64;
+        Interval {
+            requests: self.requests[from..to].iter().sum(),
+            errors: self.errors[from..to].iter().sum(),
+            latency: sum(&self.latency),
+            queue: sum(&self.queue),
+            memory: self.memory[from..to].iter().sum::<f64>() / n,
+        }
+    }
+}
+
+impl Interval {
+    /// Adds another interval's counts (memory: the later one's).
+    pub fn add(&mut self, other: &Interval) {
+        self.requests += other.requests;
+        self.errors += other.errors;
+        for (mine, theirs) in [
+            (&mut self.latency, &other.latency),
+            (&mut self.queue, &other.queue),
+        ] {
+            if mine.len() < theirs.len() {
+                mine.resize(theirs.len(), 0.0);
+            }
+            for (a, v) in mine.iter_mut().zip(theirs) {
+                *a += v;
+            }
+        }
+        self.memory = other.memory;
+    }
+}
+
+/// Prometheus's `histogram_quantile` over cumulative counts (`+Inf` last): linear within the
+/// bucket the rank falls in, from 0 for the first; the last finite bound for the `+Inf` bucket.
+pub fn histogram_quantile(q: f64, bounds: &[f64], cumulative: &[f64]) -> Option<f64> {
+    let total = *cumulative.last()?;
+    if total <= 0.0 || bounds.is_empty() {
+        return None;
+    }
+    let rank = q * total;
+    let j = cumulative.iter().position(|c| *c >= rank)?;
+    if j >= bounds.len() {
+        return bounds.last().copied();
+    }
+    let (lower, below) = if j == 0 {
+        (0.0f64.min(bounds[0]), 0.0)
+    } else {
+        (bounds[j - 1], cumulative[j - 1])
+    };
+    let inside = cumulative[j] - below;
+    if inside <= 0.0 {
+        return Some(bounds[j]);
+    }
+    Some(lower + (bounds[j] - lower) * (rank - below) / inside)
+}
