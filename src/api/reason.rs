@@ -158,3 +158,143 @@ impl FromStr for DecisionReason {
         Self::parse(s).ok_or_else(|| UnknownReason(s.to_string()))
     }
 }
+
+/// The `reason` of every Event the stage machine writes: the one vocabulary `plan` emits,
+/// `notify` matches and people read in `kubectl describe`. A hold or a decision is told under
+/// its own reason (`Hold`, `Decision`), spelled as in status.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum EventReason {
+    /// Stage 1 began: the candidate gets traffic.
+    Started,
+    StageAdvanced,
+    /// The spec was edited mid-flight (restart at stage 1, or the new spec taken over).
+    SpecChanged,
+    /// Promotion decided; the target is being given the candidate config.
+    Promoting,
+    Succeeded,
+    RolledBack,
+    /// The rollback could not put the target's replicas back as they were.
+    BaselineNotRestored,
+    AnalysisFailed,
+    AnalysisInconclusive,
+    /// No check had data for several analyses.
+    NoData,
+    /// The replicas cannot make the planned split exactly.
+    CoarseSplit,
+    /// The capacity gate cannot judge this experiment and is off.
+    CapacityGateOff,
+    SelectionStarted,
+    CandidateChosen,
+    CandidateEliminated,
+    /// Someone (an HPA, a person) scaled the target.
+    TargetScaled,
+    CandidateAutoscaled,
+    StandbyReleased,
+    CandidateUnready,
+    HoldLifted,
+    Resumed,
+    PausedByUser,
+    RetryRefused,
+    Retried,
+    /// The pre-flight lookup found a check's series never existed.
+    SeriesMissing,
+    /// The pre-flight lookup could not tell yet; the experiment starts anyway.
+    SeriesNotChecked,
+    Invalid,
+    Hold(HoldReason),
+    Decision(DecisionReason),
+}
+
+impl EventReason {
+    const PLAIN: [EventReason; 27] = [
+        EventReason::Started,
+        EventReason::StageAdvanced,
+        EventReason::SpecChanged,
+        EventReason::Promoting,
+        EventReason::Succeeded,
+        EventReason::RolledBack,
+        EventReason::BaselineNotRestored,
+        EventReason::AnalysisFailed,
+        EventReason::AnalysisInconclusive,
+        EventReason::NoData,
+        EventReason::CoarseSplit,
+        EventReason::CapacityGateOff,
+        EventReason::SelectionStarted,
+        EventReason::CandidateChosen,
+        EventReason::CandidateEliminated,
+        EventReason::TargetScaled,
+        EventReason::CandidateAutoscaled,
+        EventReason::StandbyReleased,
+        EventReason::CandidateUnready,
+        EventReason::HoldLifted,
+        EventReason::Resumed,
+        EventReason::PausedByUser,
+        EventReason::RetryRefused,
+        EventReason::Retried,
+        EventReason::SeriesMissing,
+        EventReason::SeriesNotChecked,
+        EventReason::Invalid,
+    ];
+
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            EventReason::Started => "Started",
+            EventReason::StageAdvanced => "StageAdvanced",
+            EventReason::SpecChanged => "SpecChanged",
+            EventReason::Promoting => "Promoting",
+            EventReason::Succeeded => "Succeeded",
+            EventReason::RolledBack => "RolledBack",
+            EventReason::BaselineNotRestored => "BaselineNotRestored",
+            EventReason::AnalysisFailed => "AnalysisFailed",
+            EventReason::AnalysisInconclusive => "AnalysisInconclusive",
+            EventReason::NoData => "NoData",
+            EventReason::CoarseSplit => "CoarseSplit",
+            EventReason::CapacityGateOff => "CapacityGateOff",
+            EventReason::SelectionStarted => "SelectionStarted",
+            EventReason::CandidateChosen => "CandidateChosen",
+            EventReason::CandidateEliminated => "CandidateEliminated",
+            EventReason::TargetScaled => "TargetScaled",
+            EventReason::CandidateAutoscaled => "CandidateAutoscaled",
+            EventReason::StandbyReleased => "StandbyReleased",
+            EventReason::CandidateUnready => "CandidateUnready",
+            EventReason::HoldLifted => "HoldLifted",
+            EventReason::Resumed => "Resumed",
+            EventReason::PausedByUser => "PausedByUser",
+            EventReason::RetryRefused => "RetryRefused",
+            EventReason::Retried => "Retried",
+            EventReason::SeriesMissing => "SeriesMissing",
+            EventReason::SeriesNotChecked => "SeriesNotChecked",
+            EventReason::Invalid => "Invalid",
+            EventReason::Hold(h) => h.as_str(),
+            EventReason::Decision(d) => d.as_str(),
+        }
+    }
+
+    /// The reason an Event's text names (a hold before a decision of the same spelling:
+    /// `InconclusiveLimit`, `InsufficientCapacity`); `None` for one this version never writes.
+    pub fn parse(s: &str) -> Option<Self> {
+        Self::PLAIN
+            .into_iter()
+            .chain(HoldReason::ALL.into_iter().map(EventReason::Hold))
+            .chain(DecisionReason::ALL.into_iter().map(EventReason::Decision))
+            .find(|r| r.as_str() == s)
+    }
+}
+
+impl fmt::Display for EventReason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl PartialEq<str> for EventReason {
+    fn eq(&self, other: &str) -> bool {
+        self.as_str() == other
+    }
+}
+
+impl PartialEq<&str> for EventReason {
+    fn eq(&self, other: &&str) -> bool {
+        self.as_str() == *other
+    }
+}

@@ -13,7 +13,7 @@ use kube::ResourceExt;
 
 use super::{Kind, Notification, NotifiedCheck, Stage};
 use crate::analysis::Unit;
-use crate::api::reason::HoldReason;
+use crate::api::reason::{EventReason, HoldReason};
 use crate::api::{ConcurrencyExperiment, ConcurrencyExperimentStatus, Phase, Verdict};
 use crate::plan::Action;
 
@@ -29,7 +29,8 @@ pub fn derive(
         .filter_map(|a| match a {
             Action::Event {
                 reason, message, ..
-            } => kind_of(reason, status).map(|k| build(exp, status, k, reason, message, now)),
+            } => kind_of(*reason, status)
+                .map(|k| build(exp, status, k, reason.as_str(), message, now)),
             _ => None,
         })
         .collect()
@@ -37,20 +38,21 @@ pub fn derive(
 
 /// The Event reasons that are told. `InconclusiveLimit` and `InsufficientCapacity` are both a
 /// hold and a rollback decision: only the hold is told here, the rollback when it completes.
-fn kind_of(reason: &str, status: &ConcurrencyExperimentStatus) -> Option<Kind> {
+fn kind_of(reason: EventReason, status: &ConcurrencyExperimentStatus) -> Option<Kind> {
     let held = |h: HoldReason| {
         status.phase == Phase::Paused && status.hold_reason.as_deref() == Some(h.as_str())
     };
     match reason {
         // An edit of spec.candidate restarts at stage 1 with the new config: a new start.
-        "Started" | "SpecChanged" => Some(Kind::Started),
-        "StageAdvanced" => Some(Kind::StageAdvanced),
-        "AwaitingApproval" => Some(Kind::AwaitingApproval),
-        "InconclusiveLimit" if held(HoldReason::InconclusiveLimit) => Some(Kind::Paused),
-        "InsufficientCapacity" if held(HoldReason::InsufficientCapacity) => Some(Kind::Paused),
-        "RolledBack" => Some(Kind::RolledBack),
-        "Succeeded" => Some(Kind::Promoted),
-        "Invalid" => Some(Kind::Invalid),
+        EventReason::Started | EventReason::SpecChanged => Some(Kind::Started),
+        EventReason::StageAdvanced => Some(Kind::StageAdvanced),
+        EventReason::Hold(HoldReason::AwaitingApproval) => Some(Kind::AwaitingApproval),
+        EventReason::Hold(
+            h @ (HoldReason::InconclusiveLimit | HoldReason::InsufficientCapacity),
+        ) if held(h) => Some(Kind::Paused),
+        EventReason::RolledBack => Some(Kind::RolledBack),
+        EventReason::Succeeded => Some(Kind::Promoted),
+        EventReason::Invalid => Some(Kind::Invalid),
         _ => None,
     }
 }

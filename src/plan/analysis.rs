@@ -4,6 +4,7 @@
 use super::conditions;
 use super::ctx::Ctx;
 use super::observations::{AnalysisOutcome, EventType};
+use crate::api::reason::EventReason;
 use crate::api::reason::{DecisionReason, HoldReason};
 use std::collections::BTreeMap;
 
@@ -66,7 +67,7 @@ pub fn record(cx: &mut Ctx, stage_index: usize) -> bool {
             let (n, limit) = (st.failed_analyses, limits.failure_limit);
             let why = failing_checks(rec);
             let msg = format!("Analysis {at} failed ({n} failed, {limit} tolerated): {why}.");
-            cx.event(EventType::Warning, "AnalysisFailed", msg);
+            cx.event(EventType::Warning, EventReason::AnalysisFailed, msg);
             if n > limit {
                 let msg = format!(
                     "Rolling back: {n} failed analyses exceed failureLimit {limit}; {why}."
@@ -97,7 +98,7 @@ pub fn count_inconclusive(cx: &mut Ctx, at: &str, why: &str) -> bool {
     let (n, limit) = (st.inconclusive_analyses, limits.inconclusive_limit);
     let msg =
         format!("Analysis {at} was inconclusive ({n} inconclusive, {limit} tolerated): {why}.");
-    cx.event(EventType::Warning, "AnalysisInconclusive", msg);
+    cx.event(EventType::Warning, EventReason::AnalysisInconclusive, msg);
     if n <= limit {
         return false;
     }
@@ -207,7 +208,7 @@ fn count_no_data(cx: &mut Ctx, outcome: &AnalysisOutcome) {
         generation,
         now,
     );
-    cx.event(EventType::Warning, "NoData", msg);
+    cx.event(EventType::Warning, EventReason::NoData, msg);
 }
 
 pub fn describe_stage(rec: &AnalysisRecord) -> String {

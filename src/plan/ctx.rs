@@ -4,6 +4,7 @@
 //! (`progress`, `finish`, `approval`, `analysis`, `capacity`, `retry`) use it, and `machine`
 //! routes a step to them.
 
+use crate::api::reason::EventReason;
 use std::time::Duration;
 
 use jiff::Timestamp;
@@ -145,10 +146,10 @@ impl<'a> Ctx<'a> {
         self.obs.now
     }
 
-    pub fn event(&mut self, type_: EventType, reason: &str, message: String) {
+    pub fn event(&mut self, type_: EventType, reason: EventReason, message: String) {
         self.actions.push(Action::Event {
             type_,
-            reason: reason.to_string(),
+            reason,
             message,
         });
     }
@@ -224,9 +225,9 @@ impl<'a> Ctx<'a> {
         self.set_stage(index);
         let (n, weight) = (self.spec.stages.len(), self.status.planned_weight);
         let (reason, verb) = if index == 0 {
-            ("Started", "Starting")
+            (EventReason::Started, "Starting")
         } else {
-            ("StageAdvanced", "Advancing to")
+            (EventReason::StageAdvanced, "Advancing to")
         };
         let candidate = self.candidate().summary();
         let msg = format!(
@@ -303,7 +304,7 @@ impl<'a> Ctx<'a> {
             message: message.clone(),
             at: Time(self.now()),
         });
-        self.event(EventType::Warning, reason.as_str(), message);
+        self.event(EventType::Warning, EventReason::Decision(reason), message);
     }
 
     /// Decides to promote (once): the promotion handler then writes the candidate config.
@@ -319,7 +320,7 @@ impl<'a> Ctx<'a> {
             message: message.clone(),
             at: Time(self.now()),
         });
-        self.event(EventType::Normal, "Promoting", message);
+        self.event(EventType::Normal, EventReason::Promoting, message);
     }
 
     /// The config being promoted: `status.promoting` once decided, else the walked candidate.

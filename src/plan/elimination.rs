@@ -2,6 +2,7 @@
 //! baseline, headroom, objective samples and counts; elimination past `failureLimit` (Event
 //! `CandidateEliminated`); and whether the interval had signal at all.
 
+use crate::api::reason::EventReason;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
 use super::analysis;
@@ -12,7 +13,7 @@ use crate::api::{parse_duration, AnalysisRecord, Elimination, Verdict, KEPT_ANAL
 /// Below this utilization (busiest pod's rate / estimated capacity) on every variant an
 /// analysis is low signal: latency and queue time cannot tell configs apart there.
 pub const LOW_SIGNAL_UTILIZATION: f64 = 0.3;
-pub const CANDIDATE_ELIMINATED: &str = "CandidateEliminated";
+pub const CANDIDATE_ELIMINATED: &str = EventReason::CandidateEliminated.as_str();
 
 /// Folds one interval into the variants (once: an analysis not newer than
 /// `last_analysis_at` is a replay). Eliminates candidates past `failureLimit`.
@@ -111,7 +112,7 @@ pub(super) fn record(cx: &mut Ctx, a: &SelectionAnalysis) {
         st.signal_analyses += 1;
     }
     for msg in eliminated {
-        cx.event(EventType::Warning, CANDIDATE_ELIMINATED, msg);
+        cx.event(EventType::Warning, EventReason::CandidateEliminated, msg);
     }
 }
 

@@ -1,6 +1,7 @@
 //! The ends of an experiment: promoting, rolling back, and deletion (finalizer). Each waits for
 //! the baseline (or the promoted target) to serve at full strength before the candidate goes.
 
+use crate::api::reason::EventReason;
 use std::time::Duration;
 
 use super::ctx::Ctx;
@@ -61,7 +62,7 @@ pub fn promote(cx: &mut Ctx) {
         cx.promoted_candidate().summary()
     );
     cx.status.message = Some(msg.clone());
-    cx.event(EventType::Normal, "Succeeded", msg);
+    cx.event(EventType::Normal, EventReason::Succeeded, msg);
 }
 
 /// `spec.candidate` edited after the decision to promote: the judged config is promoted all
@@ -78,7 +79,7 @@ fn edited_while_promoting(cx: &mut Ctx) {
         now.summary(),
         judged.summary()
     );
-    cx.event(EventType::Warning, "SpecChanged", msg);
+    cx.event(EventType::Warning, EventReason::SpecChanged, msg);
 }
 
 /// Rolling back: restore the baseline first (route, replicas) and wait until it is ready at
@@ -123,7 +124,7 @@ pub fn roll_back(cx: &mut Ctx) {
         .trim_end()
         .to_string();
     cx.status.message = Some(msg.clone());
-    cx.event(EventType::Warning, "RolledBack", msg);
+    cx.event(EventType::Warning, EventReason::RolledBack, msg);
 }
 
 /// The experiment is being deleted: restore the baseline like a rollback, then release the
@@ -226,7 +227,11 @@ fn give_up_waiting(cx: &mut Ctx, said: Option<String>) {
         cx.spec.progress_deadline
     );
     if said.as_deref() != Some(msg.as_str()) {
-        cx.event(EventType::Warning, "BaselineNotRestored", msg.clone());
+        cx.event(
+            EventType::Warning,
+            EventReason::BaselineNotRestored,
+            msg.clone(),
+        );
     }
     cx.status.message = Some(msg);
     cx.release = true;

@@ -8,6 +8,7 @@ use super::ctx::Ctx;
 use super::observations::EventType;
 use super::{external, finish, pause};
 use crate::analysis::improvement;
+use crate::api::reason::EventReason;
 use crate::api::reason::{DecisionReason, HoldReason};
 use crate::api::{truncate, Promotion};
 
@@ -46,7 +47,7 @@ pub fn judge(cx: &mut Ctx) -> Outcome {
     if !met && was.is_none() && cx.spec.promotion != Promotion::Auto {
         cx.event(
             EventType::Warning,
-            DecisionReason::NotImproved.as_str(),
+            EventReason::Decision(DecisionReason::NotImproved),
             format!("All stages passed, but not better enough to switch: {text}"),
         );
     }

@@ -1,6 +1,7 @@
 //! The entry point: `step` routes one reconcile's observations to the phase handlers (the
 //! context they share is `ctx`), and the checks that apply in every phase.
 
+use crate::api::reason::EventReason;
 use std::time::Duration;
 
 use super::ctx::Ctx;
@@ -213,7 +214,7 @@ fn follow_target_scale(cx: &mut Ctx) {
              the split follows it (the candidate's pods come on top of the target's).",
             hpa.name, cx.spec.target_ref.name
         );
-        return cx.event(EventType::Normal, "TargetScaled", msg);
+        return cx.event(EventType::Normal, EventReason::TargetScaled, msg);
     }
     let msg = format!(
         "Deployment {} was scaled to {now} replicas by someone else (it had {before} before the \
@@ -221,7 +222,7 @@ fn follow_target_scale(cx: &mut Ctx) {
          promotion restores {now}.",
         cx.spec.target_ref.name
     );
-    cx.event(EventType::Normal, "TargetScaled", msg);
+    cx.event(EventType::Normal, EventReason::TargetScaled, msg);
 }
 
 /// How often the candidate's load is looked at while it alone carries an autoscaled target's
@@ -291,7 +292,7 @@ fn follow_load_at_full(cx: &mut Ctx) {
          the target.",
         cx.spec.target_ref.name, hpa.name, need.because, need.replicas, hpa.max_replicas
     );
-    cx.event(EventType::Normal, "CandidateAutoscaled", msg);
+    cx.event(EventType::Normal, EventReason::CandidateAutoscaled, msg);
 }
 
 /// Objects by the names this experiment writes exist and are not its own (`not_ours`): it
@@ -339,7 +340,7 @@ fn invalid(cx: &mut Ctx, msg: String) {
     cx.reason = "Invalid".into();
     cx.event(
         EventType::Warning,
-        "Invalid",
+        EventReason::Invalid,
         cx.status.message.clone().unwrap_or_default(),
     );
 }

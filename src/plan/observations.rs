@@ -1,5 +1,6 @@
 //! What the shell tells the stage machine, and what the stage machine asks the shell to do.
 
+use crate::api::reason::EventReason;
 use std::time::Duration;
 
 use jiff::Timestamp;
@@ -216,7 +217,7 @@ pub enum Action {
     /// Record a Kubernetes Event on the experiment.
     Event {
         type_: EventType,
-        reason: String,
+        reason: EventReason,
         message: String,
     },
 }

@@ -8,11 +8,12 @@ use super::ctx::Ctx;
 use super::external;
 use super::observations::EventType;
 use super::validate::Timing;
+use crate::api::reason::EventReason;
 use crate::api::reason::HoldReason;
 use crate::api::{ConcurrencyExperimentStatus, Phase, ANNOTATION_APPROVE};
 
 /// Condition reason while paused by `spec.paused`.
-pub const PAUSED_BY_USER: &str = "PausedByUser";
+pub const PAUSED_BY_USER: &str = EventReason::PausedByUser.as_str();
 
 /// Why a `Paused` experiment is paused.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -68,12 +69,12 @@ pub fn event(cx: &mut Ctx, pause: Option<Pause>) {
     let (type_, reason, msg) = match pause {
         None => (
             EventType::Normal,
-            "Resumed",
+            EventReason::Resumed,
             format!("Resumed at stage {stage}."),
         ),
         Some(Pause::Hold(h @ HoldReason::InconclusiveLimit)) => (
             EventType::Warning,
-            h.as_str(),
+            EventReason::Hold(h),
             format!(
                 "Paused at stage {stage}: {} inconclusive analyses exceed inconclusiveLimit {}; \
                  annotate {ANNOTATION_APPROVE}=true to resume or abort to roll back.",
@@ -82,7 +83,7 @@ pub fn event(cx: &mut Ctx, pause: Option<Pause>) {
         ),
         Some(Pause::Hold(h @ HoldReason::InsufficientCapacity)) => (
             EventType::Warning,
-            h.as_str(),
+            EventReason::Hold(h),
             format!(
                 "Paused at stage {stage}: {} Annotate {ANNOTATION_APPROVE}=true to take the step \
                  anyway, or abort to roll back.",
@@ -91,18 +92,20 @@ pub fn event(cx: &mut Ctx, pause: Option<Pause>) {
         ),
         Some(Pause::Hold(h @ HoldReason::AwaitingApproval)) => (
             EventType::Normal,
-            h.as_str(),
+            EventReason::Hold(h),
             format!(
                 "All stages passed; holding at stage {stage} until the promotion is approved \
                  (spec.approved: true, or annotate {ANNOTATION_APPROVE}=true)."
             ),
         ),
-        Some(Pause::Hold(h @ HoldReason::AwaitingExternalPromotion)) => {
-            (EventType::Normal, h.as_str(), external::hold_message(cx))
-        }
+        Some(Pause::Hold(h @ HoldReason::AwaitingExternalPromotion)) => (
+            EventType::Normal,
+            EventReason::Hold(h),
+            external::hold_message(cx),
+        ),
         Some(Pause::ByUser) => (
             EventType::Normal,
-            PAUSED_BY_USER,
+            EventReason::PausedByUser,
             format!("Paused by spec.paused at stage {stage}; analyses keep running."),
         ),
     };
@@ -133,7 +136,7 @@ pub fn lift_inconclusive_hold(cx: &mut Ctx) {
         "Annotation {ANNOTATION_APPROVE} lifted the inconclusive hold at stage {stage} \
          ({n} inconclusive analyses; the count starts again). Removing the annotation."
     );
-    cx.event(EventType::Normal, "HoldLifted", msg);
+    cx.event(EventType::Normal, EventReason::HoldLifted, msg);
 }
 
 /// An `InsufficientCapacity` hold ends with the approve annotation — the person takes the step
@@ -166,7 +169,7 @@ pub fn lift_capacity_hold(cx: &mut Ctx, t: &Timing, index: usize) {
         return;
     };
     cx.set_hold(None);
-    cx.event(EventType::Normal, "HoldLifted", msg);
+    cx.event(EventType::Normal, EventReason::HoldLifted, msg);
 }
 
 /// Who approves the manual promotion, if anyone. An approve annotation present here is spent

@@ -7,6 +7,7 @@
 //! created, so there is nothing to restore. A pass is recorded in `status.preflight` and never
 //! looked at again.
 
+use crate::api::reason::EventReason;
 use std::time::Duration;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
@@ -22,11 +23,11 @@ use crate::api::{format_duration, ConcurrencyExperimentStatus, Phase, PreflightS
 pub const PREFLIGHT_RETRY: Duration = Duration::from_secs(30);
 
 /// Condition and Event reason of an experiment refused for a missing series.
-pub const SERIES_MISSING: &str = "SeriesMissing";
+pub const SERIES_MISSING: &str = EventReason::SeriesMissing.as_str();
 /// Condition reason while the lookup waits for Prometheus.
 pub const AWAITING_SERIES: &str = "AwaitingSeries";
 /// Normal Event when the experiment starts with series the lookup could not judge.
-pub const SERIES_NOT_CHECKED: &str = "SeriesNotChecked";
+pub const SERIES_NOT_CHECKED: &str = EventReason::SeriesNotChecked.as_str();
 
 /// The shell looks up the series now: Pending, and no lookup has passed yet.
 pub fn preflight_due(status: &ConcurrencyExperimentStatus) -> bool {
@@ -73,7 +74,7 @@ pub(super) fn cleared(cx: &mut Ctx, t: &Timing) -> bool {
                  analyses will tell."
             );
             cx.status.preflight = Some(record(Some(msg.clone()), true));
-            cx.event(EventType::Normal, SERIES_NOT_CHECKED, msg);
+            cx.event(EventType::Normal, EventReason::SeriesNotChecked, msg);
             true
         }
         Preflight::Missing(what) => {
@@ -85,7 +86,7 @@ pub(super) fn cleared(cx: &mut Ctx, t: &Timing) -> bool {
             cx.status.phase = Phase::Invalid;
             cx.status.message = Some(msg.clone());
             cx.reason = SERIES_MISSING.into();
-            cx.event(EventType::Warning, SERIES_MISSING, msg);
+            cx.event(EventType::Warning, EventReason::SeriesMissing, msg);
             false
         }
         Preflight::Unavailable(why) => {

@@ -14,6 +14,7 @@ use super::readiness;
 use super::split;
 use super::timing::{self, POLL};
 use super::validate::Timing;
+use crate::api::reason::EventReason;
 use crate::api::reason::{DecisionReason, HoldReason};
 use crate::api::{Phase, RenderedServer, ANNOTATION_APPROVE};
 use crate::traffic::Live;
@@ -29,7 +30,7 @@ pub const PROGRESS_DEADLINE_EXCEEDED: &str = DecisionReason::ProgressDeadlineExc
 pub fn start(cx: &mut Ctx, t: &Timing) {
     cx.enter_stage(0);
     if let Some(msg) = split::coarse_split(cx.spec, cx.original(), cx.sizing()) {
-        cx.event(EventType::Normal, "CoarseSplit", msg);
+        cx.event(EventType::Normal, EventReason::CoarseSplit, msg);
     }
     let off = capacity::off_reason(cx.candidate(), t).filter(|_| cx.spec.stages.len() > 1);
     if let Some(why) = off {
@@ -37,7 +38,7 @@ pub fn start(cx: &mut Ctx, t: &Timing) {
             "The capacity gate is off ({why}): each step is taken on the checks alone, without \
              predicting whether the candidate can carry it."
         );
-        cx.event(EventType::Normal, capacity::CAPACITY_GATE_OFF, msg);
+        cx.event(EventType::Normal, EventReason::CapacityGateOff, msg);
     }
     run(cx, t);
 }
@@ -165,7 +166,7 @@ fn restart_if_candidate_changed(cx: &mut Ctx) {
         "spec.candidate changed from {from} to {what} at stage {stage}: restarting at stage \
          {first} with a fresh history; the candidate is re-applied."
     );
-    cx.event(EventType::Normal, "SpecChanged", msg);
+    cx.event(EventType::Normal, EventReason::SpecChanged, msg);
 }
 
 /// True when the stage's split has not been in force within `spec.progressDeadline` of

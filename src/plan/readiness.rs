@@ -5,6 +5,7 @@
 
 use super::ctx::Ctx;
 use super::observations::EventType;
+use crate::api::reason::EventReason;
 use crate::traffic::ReplicaSplit;
 
 /// The split stage `index` applies now: the plan's (`Ctx::split`), with the router's standby
@@ -52,7 +53,7 @@ pub fn release_standby(cx: &mut Ctx, index: usize, had_standby: bool) {
          beside one standby baseline pod; the standby goes now and the candidate takes 100% of \
          traffic."
     );
-    cx.event(EventType::Normal, "StandbyReleased", msg);
+    cx.event(EventType::Normal, EventReason::StandbyReleased, msg);
 }
 
 /// Candidate pods that were ready in this stage's split (its clock started) and are not any
@@ -89,6 +90,6 @@ pub fn lost(cx: &Ctx, index: usize) -> Option<String> {
 /// Emits a loss' Warning.
 pub fn warn(cx: &mut Ctx, loss: Option<String>) {
     if let Some(msg) = loss {
-        cx.event(EventType::Warning, "CandidateUnready", msg);
+        cx.event(EventType::Warning, EventReason::CandidateUnready, msg);
     }
 }

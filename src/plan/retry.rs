@@ -17,6 +17,7 @@
 use super::conditions;
 use super::ctx::Ctx;
 use super::observations::{Action, EventType};
+use crate::api::reason::EventReason;
 use crate::api::{ConcurrencyExperimentStatus, Phase, ANNOTATION_ABORT, ANNOTATION_RETRY};
 
 /// The annotation asks for a retry and has not been acted on yet.
@@ -58,7 +59,7 @@ pub fn handle(cx: &mut Ctx) {
     };
     cx.status.retry_annotation_consumed = true;
     let msg = format!("Retry refused: {why}. Removing annotation {ANNOTATION_RETRY}.");
-    cx.event(EventType::Warning, "RetryRefused", msg);
+    cx.event(EventType::Warning, EventReason::RetryRefused, msg);
 }
 
 fn retry(cx: &mut Ctx) {
@@ -97,7 +98,7 @@ fn retry(cx: &mut Ctx) {
         "Retried on request (annotation {ANNOTATION_RETRY}){after}: starting again from stage \
          1 with a fresh history.{removed}"
     );
-    cx.event(EventType::Normal, "Retried", msg);
+    cx.event(EventType::Normal, EventReason::Retried, msg);
 }
 
 /// After the phase handlers: keep asking for the removal until it shows, then forget. Last,

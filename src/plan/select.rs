@@ -8,6 +8,7 @@
 //! The target is never scaled here (`traffic::Router::selection_split`): the variants come on
 //! top of it, so capacity never drops below the baseline's while they come and go.
 
+use crate::api::reason::EventReason;
 use std::time::Duration;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
@@ -26,7 +27,7 @@ use crate::api::{
 
 /// Significance level of the choice when `analysis.statistical` does not set one.
 pub const DEFAULT_ALPHA: f64 = 0.05;
-pub const CANDIDATE_CHOSEN: &str = "CandidateChosen";
+pub const CANDIDATE_CHOSEN: &str = EventReason::CandidateChosen.as_str();
 
 /// Enters `Selecting` from Pending: one entry per candidate, nothing measured yet.
 pub(super) fn enter(cx: &mut Ctx) {
@@ -59,7 +60,7 @@ pub(super) fn enter(cx: &mut Ctx) {
         "Selecting among {}: {weight}% of traffic each, and as much to a fresh baseline.",
         list.join(", ")
     );
-    cx.event(EventType::Normal, "SelectionStarted", msg);
+    cx.event(EventType::Normal, EventReason::SelectionStarted, msg);
 }
 
 /// Decides to roll back and starts at once, as every handler does.
@@ -176,7 +177,7 @@ fn restart_if_candidates_changed(cx: &mut Ctx) {
     );
     cx.forget_measurements();
     cx.status.selection = None;
-    cx.event(EventType::Normal, "SpecChanged", msg);
+    cx.event(EventType::Normal, EventReason::SpecChanged, msg);
 }
 
 /// Ensures every survivor and the fresh baseline at `pods` each, the route weights, and the
@@ -341,7 +342,7 @@ fn decide(cx: &mut Ctx, t: &Timing) {
     st.ranking = ranking;
     st.winner = Some(choice.winner);
     st.message = Some(msg.clone());
-    cx.event(EventType::Normal, CANDIDATE_CHOSEN, msg);
+    cx.event(EventType::Normal, EventReason::CandidateChosen, msg);
     super::first_step::record_stage_one(cx, t);
     // The candidate variants go in `remove_leftovers`, traffic first.
     cx.status.phase = Phase::Progressing;

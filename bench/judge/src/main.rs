@@ -5,6 +5,7 @@
 use std::path::PathBuf;
 
 use clap::Parser;
+use concurrency_operator::analysis::sequential::{Direction, QuantileTest};
 use judge_bench::bootstrap::{resample, Rng};
 use judge_bench::replay::{load_spec, run, Outcome, Plan, Rule};
 use judge_bench::trace::Trace;
@@ -23,7 +24,8 @@ struct Args {
     /// Overall α of the anytime-valid judge.
     #[arg(long, default_value_t = 0.05)]
     alpha: f64,
-    /// Manifests (YAML, or Markdown whose first ConcurrencyExperiment block is used).
+    /// Manifests (YAML, or Markdown whose first ConcurrencyExperiment block is used); `init`
+    /// is what `kubectl concurrency init` writes for a Puma candidate whose series all exist.
     #[arg(default_values_t = ["README.md".to_string()])]
     manifests: Vec<String>,
 }
@@ -42,8 +44,28 @@ fn main() -> anyhow::Result<()> {
         anyhow::bail!("no traces in {}", args.traces.display());
     }
     let rules = [Rule::PerInterval, Rule::Sequential { alpha: args.alpha }];
+    println!("Requests per variant before any anytime-valid verdict on a quantile is possible");
+    println!(
+        "(the most extreme data; α {} split over 3 tests):\n",
+        args.alpha
+    );
+    println!("| quantile | to show a regression | to show none |\n| --- | --- | --- |");
+    for p in [0.5, 0.9, 0.95, 0.99] {
+        let test = QuantileTest::new(p, 1000.0);
+        let alpha = args.alpha / 3.0;
+        println!(
+            "| p{} | {} | {} |",
+            p * 100.0,
+            test.minimum_requests(alpha, Direction::Worse),
+            test.minimum_requests(alpha, Direction::NoWorse)
+        );
+    }
     for manifest in &args.manifests {
-        let spec = load_spec(manifest.as_ref())?;
+        let spec = if manifest == "init" {
+            init_spec()?
+        } else {
+            load_spec(manifest.as_ref())?
+        };
         let plan = Plan::from_spec(manifest, &spec)?;
         println!(
             "\n## {manifest}: {} analyses of {} s ({} per stage); checks: {}{}",
@@ -125,6 +147,26 @@ fn main() -> anyhow::Result<()> {
         }
     }
     Ok(())
+}
+
+/// `kubectl concurrency init`'s starter for a Puma candidate with every series present: its
+/// own starter checks (`kubectl::init::manifest::starters`), its stages and interval.
+fn init_spec() -> anyhow::Result<concurrency_operator::api::ConcurrencyExperimentSpec> {
+    use concurrency_operator::kubectl::init::manifest::{check_of, starters};
+    let candidate: concurrency_operator::api::ServerConfig =
+        serde_json::from_value(serde_json::json!({"server": "puma", "workers": 2, "threads": 4}))?;
+    let checks = starters(&candidate)
+        .iter()
+        .map(check_of)
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| anyhow::anyhow!("{e}"))?;
+    Ok(serde_json::from_value(serde_json::json!({
+        "targetRef": {"name": "storefront"},
+        "candidate": candidate,
+        "stages": [{"weight": 30, "duration": "10m"}, {"weight": 70, "duration": "10m"}, {"weight": 100, "duration": "10m"}],
+        "analysis": {"prometheus": {"url": "http://prometheus.monitoring:9090"}, "interval": "1m",
+                     "failureLimit": 1, "inconclusiveLimit": 3, "minRequests": 50, "checks": checks},
+    }))?)
 }
 
 fn describe(c: &concurrency_operator::api::Check) -> String {

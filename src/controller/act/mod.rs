@@ -86,7 +86,7 @@ impl<'a> Actor<'a> {
                     type_,
                     reason,
                     message,
-                } => self.event(*type_, reason, message).await,
+                } => self.event(*type_, reason.as_str(), message).await,
             }
         }
         Ok(())

@@ -20,7 +20,7 @@ use crate::api::Analysis;
 use crate::prometheus::PrometheusClient;
 use crate::workload::{app_container, read_baseline};
 
-mod manifest;
+pub mod manifest;
 
 pub use manifest::{
     candidate, check_of, default_name, manifest, starter_analysis, starters, Starter, Starting,

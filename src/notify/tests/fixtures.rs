@@ -40,7 +40,8 @@ pub fn now() -> Timestamp {
 pub fn event(type_: EventType, reason: &str, message: &str) -> Action {
     Action::Event {
         type_,
-        reason: reason.into(),
+        reason: crate::api::reason::EventReason::parse(reason)
+            .expect("an Event reason the machine writes"),
         message: message.into(),
     }
 }

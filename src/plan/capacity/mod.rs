@@ -35,7 +35,7 @@ pub const INSUFFICIENT_CAPACITY: &str = HoldReason::InsufficientCapacity.as_str(
 /// Condition reason while a step waits for the measurements to predict it.
 pub const CAPACITY_UNKNOWN: &str = "CapacityUnknown";
 /// Event reason at the start when the gate does not apply.
-pub const CAPACITY_GATE_OFF: &str = "CapacityGateOff";
+pub const CAPACITY_GATE_OFF: &str = crate::api::reason::EventReason::CapacityGateOff.as_str();
 
 /// Why the gate does not apply to this experiment, if it does not.
 pub fn off_reason(candidate: &ServerConfig, t: &Timing) -> Option<&'static str> {

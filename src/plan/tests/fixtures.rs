@@ -392,7 +392,7 @@ pub fn events(actions: &[Action]) -> Vec<String> {
     actions
         .iter()
         .filter_map(|a| match a {
-            Action::Event { reason, .. } => Some(reason.clone()),
+            Action::Event { reason, .. } => Some(reason.to_string()),
             _ => None,
         })
         .collect()

@@ -101,3 +101,56 @@ fn the_machine_records_the_route_s_original_backend_refs_once() {
         candidate_weight: 30
     }));
 }
+
+#[test]
+fn every_event_reason_is_read_back_from_its_text_and_no_two_plain_ones_collide() {
+    use crate::api::reason::EventReason;
+    let plain = [
+        "Started",
+        "StageAdvanced",
+        "SpecChanged",
+        "Promoting",
+        "Succeeded",
+        "RolledBack",
+        "BaselineNotRestored",
+        "AnalysisFailed",
+        "AnalysisInconclusive",
+        "NoData",
+        "CoarseSplit",
+        "CapacityGateOff",
+        "SelectionStarted",
+        "CandidateChosen",
+        "CandidateEliminated",
+        "TargetScaled",
+        "CandidateAutoscaled",
+        "StandbyReleased",
+        "CandidateUnready",
+        "HoldLifted",
+        "Resumed",
+        "PausedByUser",
+        "RetryRefused",
+        "Retried",
+        "SeriesMissing",
+        "SeriesNotChecked",
+        "Invalid",
+    ];
+    for text in plain {
+        let r = EventReason::parse(text).unwrap();
+        assert_eq!(r.as_str(), text);
+        assert!(!matches!(
+            r,
+            EventReason::Hold(_) | EventReason::Decision(_)
+        ));
+        // No plain reason is spelled as a hold or a decision: notify tells them apart.
+        assert!(HoldReason::parse(text).is_none() && DecisionReason::parse(text).is_none());
+    }
+    // A hold is read back before the decision spelled the same.
+    for h in HoldReason::ALL {
+        assert_eq!(EventReason::parse(h.as_str()), Some(EventReason::Hold(h)));
+    }
+    for d in DecisionReason::ALL {
+        let r = EventReason::parse(d.as_str()).unwrap();
+        assert_eq!(r.as_str(), d.as_str());
+    }
+    assert_eq!(EventReason::parse("SomethingElse"), None);
+}
