@@ -8,7 +8,7 @@ use clap::Parser;
 use concurrency_operator::analysis::sequential::{Direction, QuantileTest};
 use judge_bench::bootstrap::{resample, Rng};
 use judge_bench::replay::{load_spec, run, Outcome, Plan, Rule};
-use judge_bench::trace::Trace;
+use judge_bench::trace::{histogram_quantile, Trace};
 
 #[derive(Parser)]
 struct Args {
@@ -44,6 +44,7 @@ fn main() -> anyhow::Result<()> {
         anyhow::bail!("no traces in {}", args.traces.display());
     }
     let rules = [Rule::PerInterval, Rule::Sequential { alpha: args.alpha }];
+    print_traces(&traces);
     println!("Requests per variant before any anytime-valid verdict on a quantile is possible");
     println!(
         "(the most extreme data; α {} split over 3 tests):\n",
@@ -147,6 +148,47 @@ fn main() -> anyhow::Result<()> {
         }
     }
     Ok(())
+}
+
+/// What each trace holds, over its whole length: the truth the judges are scored against.
+fn print_traces(traces: &[Trace]) {
+    println!("Traces (whole length; baseline → candidate):\n");
+    println!("| trace | what differs | steps × s | requests per variant | latency p50 | latency p99 | queue time p90 | errors | memory |");
+    println!("| --- | --- | --- | --- | --- | --- | --- | --- | --- |");
+    let ms = |v: Option<f64>| v.map_or("–".into(), |v| format!("{:.1} ms", v * 1000.0));
+    for t in traces {
+        let steps = t.steps();
+        let (b, c) = (
+            t.baseline.interval(0, steps),
+            t.candidate.interval(0, steps),
+        );
+        let q = |q: f64, bounds: &[f64], b: &[f64], c: &[f64]| {
+            let (qb, qc) = (
+                histogram_quantile(q, bounds, b),
+                histogram_quantile(q, bounds, c),
+            );
+            let ratio = match (qb, qc) {
+                (Some(x), Some(y)) if x > 0.0 => format!(" (×{:.2})", y / x),
+                _ => String::new(),
+            };
+            format!("{} → {}{ratio}", ms(qb), ms(qc))
+        };
+        println!(
+            "| {} | {} | {steps} × {} | {:.0} | {} | {} | {} | {:.2} % → {:.2} % | {:.1} → {:.1} MiB |",
+            t.name,
+            t.regression.as_deref().unwrap_or("nothing (A/A)"),
+            t.step_seconds,
+            b.requests.min(c.requests),
+            q(0.5, &t.latency_bounds, &b.latency, &c.latency),
+            q(0.99, &t.latency_bounds, &b.latency, &c.latency),
+            q(0.9, &t.queue_bounds, &b.queue, &c.queue),
+            100.0 * b.errors / b.requests.max(1.0),
+            100.0 * c.errors / c.requests.max(1.0),
+            b.memory / 1048576.0,
+            c.memory / 1048576.0,
+        );
+    }
+    println!();
 }
 
 /// `kubectl concurrency init`'s starter for a Puma candidate with every series present: its

@@ -177,15 +177,24 @@ fn buckets(bounds: &[f64], cumulative: &[f64]) -> Buckets {
 }
 
 /// The baseline's queue times below the floor counted as the floor: "no queueing" is
-/// compared as the floor, as the per-interval rule does.
+/// compared as the floor, as the per-interval rule does. Buckets below it go; a bound just
+/// under it with no requests keeps the interpolation from reading any below it.
 fn floored(b: Buckets) -> Buckets {
-    let cumulative = b
-        .bounds
-        .iter()
-        .zip(&b.cumulative)
-        .map(|(le, c)| if *le < QUEUE_FLOOR { 0.0 } else { *c })
-        .collect();
-    Buckets { cumulative, ..b }
+    let keep = b.bounds.partition_point(|le| *le < QUEUE_FLOOR);
+    let mut bounds = vec![QUEUE_FLOOR * (1.0 - 1e-9)];
+    let mut cumulative = vec![0.0];
+    bounds.extend_from_slice(&b.bounds[keep..]);
+    cumulative.extend_from_slice(&b.cumulative[keep..]);
+    if !bounds[1..].iter().any(|le| *le >= QUEUE_FLOOR) {
+        // No bound at or above the floor: everything is at most the floor.
+        bounds.push(QUEUE_FLOOR);
+        cumulative.push(b.total);
+    }
+    Buckets {
+        bounds,
+        cumulative,
+        total: b.total,
+    }
 }
 
 /// One sequential test of one check: its `ln` e-value now.

@@ -209,6 +209,12 @@ mod tests {
             short.gvl_wait < long_times.running,
             "{short:?} {long_times:?}"
         );
-        assert!(long_times.running >= QUANTUM * 3, "{long_times:?}");
+        // The burst ran its whole budget. Its clock is the thread's CPU time, which also counts
+        // the few microseconds of each hand-off (futex calls inside `bump`), booked as waiting:
+        // the wall time held can fall short of the budget by those (299.99 ms was seen).
+        assert!(
+            long_times.running >= QUANTUM * 3 - Duration::from_millis(1),
+            "{long_times:?}"
+        );
     }
 }
