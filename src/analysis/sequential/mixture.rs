@@ -82,6 +82,15 @@ impl BetaBinomialMixture {
     }
 }
 
+/// An e-value's log as a verdict reads it: NaN (degenerate counts) is no evidence.
+pub fn evidence(log_e: f64) -> f64 {
+    if log_e.is_nan() {
+        0.0
+    } else {
+        log_e
+    }
+}
+
 /// The normal mixture's precision for a tight boundary at `v` (confseq's `best_rho`).
 fn best_rho(v: f64, alpha: f64) -> f64 {
     let l = (1.0 / alpha).ln();
@@ -131,39 +140,22 @@ fn ln_1m_exp(u: f64) -> f64 {
 fn continued_fraction(a: f64, b: f64, x: f64) -> f64 {
     const TINY: f64 = 1e-300;
     const EPS: f64 = 1e-15;
+    let nonzero = |v: f64| if v.abs() < TINY { TINY } else { v };
     let (qab, qap, qam) = (a + b, a + 1.0, a - 1.0);
     let mut c = 1.0;
-    let mut d = 1.0 - qab * x / qap;
-    if d.abs() < TINY {
-        d = TINY;
-    }
-    d = 1.0 / d;
+    let mut d = 1.0 / nonzero(1.0 - qab * x / qap);
     let mut f = d;
+    // One Lentz step for the fraction's next coefficient `aa`: the factor `f` grows by.
+    let mut step = |aa: f64| {
+        d = 1.0 / nonzero(1.0 + aa * d);
+        c = nonzero(1.0 + aa / c);
+        d * c
+    };
     for m in 1..100_000 {
         let m = f64::from(m);
         let m2 = 2.0 * m;
-        let aa = m * (b - m) * x / ((qam + m2) * (a + m2));
-        d = 1.0 + aa * d;
-        if d.abs() < TINY {
-            d = TINY;
-        }
-        c = 1.0 + aa / c;
-        if c.abs() < TINY {
-            c = TINY;
-        }
-        d = 1.0 / d;
-        f *= d * c;
-        let aa = -(a + m) * (qab + m) * x / ((a + m2) * (qap + m2));
-        d = 1.0 + aa * d;
-        if d.abs() < TINY {
-            d = TINY;
-        }
-        c = 1.0 + aa / c;
-        if c.abs() < TINY {
-            c = TINY;
-        }
-        d = 1.0 / d;
-        let delta = d * c;
+        f *= step(m * (b - m) * x / ((qam + m2) * (a + m2)));
+        let delta = step(-(a + m) * (qab + m) * x / ((a + m2) * (qap + m2)));
         f *= delta;
         if (delta - 1.0).abs() < EPS {
             break;

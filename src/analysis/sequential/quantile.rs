@@ -12,7 +12,7 @@
 //! looked at. Between bucket boundaries only a range of counts is known; each side takes the
 //! end of the range that is least evidence, so buckets cost power, never validity.
 
-use super::mixture::BetaBinomialMixture;
+use super::mixture::{evidence, BetaBinomialMixture};
 
 /// A histogram as Prometheus keeps it: ascending finite bucket bounds (`le`), the observations
 /// at or below each, and all observations (the `+Inf` bucket). Counts may be fractional
@@ -213,12 +213,7 @@ impl QuantileTest {
         }
         let c = Side::new(self, candidate.total, -1.0, true);
         let exact = self.resolution == Resolution::Exact;
-        let e = c.least(count_at(candidate, &candidate.bounds, limit, exact));
-        if e.is_nan() {
-            0.0
-        } else {
-            e
-        }
+        evidence(c.least(count_at(candidate, &candidate.bounds, limit, exact)))
     }
 
     /// confseq's two-sided test of equal quantiles (ratio 1): `ln` of its e-value. Kept for the
@@ -287,11 +282,7 @@ impl QuantileTest {
             }
             least = least.min(at((lo + hi) / 2.0));
         }
-        if least.is_nan() {
-            0.0
-        } else {
-            least
-        }
+        evidence(least)
     }
 
     /// The confidence sequence for the ratio candidate / baseline of the quantile at level

@@ -7,7 +7,7 @@
 //! the operator may look at after every interval. Intervals keep their own traffic split, so
 //! a stage change (30 % → 70 %) moves θ₀ and nothing else.
 
-use super::mixture::BetaBinomialMixture;
+use super::mixture::{evidence, BetaBinomialMixture};
 use super::quantile::{boundary, RatioBounds};
 
 /// One interval's requests and errors per variant (`increase()` over the interval).
@@ -95,10 +95,5 @@ pub fn log_evidence_above(requests: f64, errors: f64, limit: f64, n_opt: f64) ->
     }
     let v = |n: f64| n * limit * (1.0 - limit);
     let mixture = BetaBinomialMixture::new(v(n_opt.max(1.0)), 0.05, limit, 1.0 - limit, true);
-    let e = mixture.log_super_mg(errors - limit * requests, v(requests));
-    if e.is_nan() {
-        0.0
-    } else {
-        e
-    }
+    evidence(mixture.log_super_mg(errors - limit * requests, v(requests)))
 }
