@@ -211,10 +211,8 @@ fn init_spec() -> anyhow::Result<concurrency_operator::api::ConcurrencyExperimen
     }))?)
 }
 
-fn describe(c: &concurrency_operator::api::Check) -> String {
-    let limits = concurrency_operator::analysis::Limits::from_check(c)
-        .map(|l| l.written)
-        .unwrap_or_default();
+fn describe(j: &judge_bench::replay::Judged) -> String {
+    let (c, limits) = (&j.check, &j.limits.written);
     match c.quantile {
         Some(q) => format!("{} p{} {limits}", c.display_name(), q * 100.0),
         None => format!("{} {limits}", c.display_name()),

@@ -21,8 +21,8 @@ pub struct Plan {
     pub interval_seconds: u64,
     /// Analyses in each stage (its duration over the interval, at least one).
     pub analyses: Vec<usize>,
-    /// The checks the traces have data for.
-    pub checks: Vec<Check>,
+    /// The checks the traces have data for, each with its limits (read once).
+    pub checks: Vec<Judged>,
     /// Checks left out, with why.
     pub skipped: Vec<String>,
     pub failure_limit: i32,
@@ -53,7 +53,10 @@ impl Plan {
                     | BuiltinMetric::QueueTime
                     | BuiltinMetric::ErrorRate
                     | BuiltinMetric::Memory,
-                ) => checks.push(c.clone()),
+                ) => checks.push(Judged {
+                    limits: Limits::from_check(c).with_context(|| name.to_string())?,
+                    check: c.clone(),
+                }),
                 _ => skipped.push(format!("{} (not in the traces)", c.display_name())),
             }
         }
@@ -72,6 +75,13 @@ impl Plan {
     pub fn total_analyses(&self) -> usize {
         self.analyses.iter().sum()
     }
+}
+
+/// A check and its limits in base units.
+#[derive(Debug, Clone)]
+pub struct Judged {
+    pub check: Check,
+    pub limits: Limits,
 }
 
 /// Which judge decides.
@@ -127,14 +137,17 @@ fn value(check: &Check, trace: &Trace, i: &Interval) -> Option<f64> {
 }
 
 /// The operator's verdicts on one interval: its `judge_check` per check, then `aggregate`.
-fn per_interval(plan: &Plan, trace: &Trace, b: &Interval, c: &Interval) -> (Verdict, Vec<String>) {
-    let checks: Vec<CheckResult> = plan
-        .checks
-        .iter()
-        .map(|check| {
-            let limits = Limits::from_check(check).expect("the manifests are valid");
+fn per_interval<'a>(
+    checks: impl Iterator<Item = &'a Judged>,
+    min_requests: i64,
+    trace: &Trace,
+    b: &Interval,
+    c: &Interval,
+) -> (Verdict, Vec<String>) {
+    let checks: Vec<CheckResult> = checks
+        .map(|Judged { check, limits }| {
             let (verdict, reason) = judge_check(
-                &limits,
+                limits,
                 Unit::of(check),
                 value(check, trace, b),
                 value(check, trace, c),
@@ -144,18 +157,13 @@ fn per_interval(plan: &Plan, trace: &Trace, b: &Interval, c: &Interval) -> (Verd
                 name: check.display_name(),
                 baseline: None,
                 candidate: None,
-                limit: limits.written,
+                limit: limits.written.clone(),
                 verdict,
                 reason: Some(reason),
             }
         })
         .collect();
-    let (verdict, _) = aggregate(
-        &checks,
-        Some(b.requests),
-        Some(c.requests),
-        plan.min_requests,
-    );
+    let (verdict, _) = aggregate(&checks, Some(b.requests), Some(c.requests), min_requests);
     let failed = checks
         .iter()
         .filter(|c| c.verdict == Verdict::Fail)
@@ -212,10 +220,7 @@ enum TestKind {
 
 fn sequential_tests(plan: &Plan) -> Vec<SequentialTest<'_>> {
     let mut tests = Vec::new();
-    for check in &plan.checks {
-        let Ok(limits) = Limits::from_check(check) else {
-            continue;
-        };
+    for Judged { check, limits } in &plan.checks {
         let metric = check.metric;
         let quantile = matches!(
             metric,
@@ -302,7 +307,8 @@ pub fn run(plan: &Plan, rule: Rule, trace: &Trace, intervals: &[(Interval, Inter
         };
         match rule {
             Rule::PerInterval => {
-                let (verdict, why) = per_interval(plan, trace, b, c);
+                let (verdict, why) =
+                    per_interval(plan.checks.iter(), plan.min_requests, trace, b, c);
                 match verdict {
                     Verdict::Fail => {
                         failed += 1;
@@ -331,17 +337,14 @@ pub fn run(plan: &Plan, rule: Rule, trace: &Trace, intervals: &[(Interval, Inter
                     return decided(why, false);
                 }
                 // The memory check keeps the per-interval rule.
-                let memory: Vec<&Check> = plan
+                let memory = plan
                     .checks
                     .iter()
-                    .filter(|c| c.metric == Some(BuiltinMetric::Memory))
-                    .collect();
-                if !memory.is_empty() {
-                    let only = Plan {
-                        checks: memory.into_iter().cloned().collect(),
-                        ..plan.clone()
-                    };
-                    if let (Verdict::Fail, why) = per_interval(&only, trace, b, c) {
+                    .filter(|j| j.check.metric == Some(BuiltinMetric::Memory));
+                if memory.clone().next().is_some() {
+                    if let (Verdict::Fail, why) =
+                        per_interval(memory, plan.min_requests, trace, b, c)
+                    {
                         failed += 1;
                         if failed > plan.failure_limit {
                             return decided(why, false);
