@@ -7,7 +7,6 @@
 //! `cargo run --release -p judge-bench --bin record -- --minutes 40`
 //! Needs `gvl-sim` (`--gvl-sim`, default: next to this binary) and `prometheus` (Debian's).
 
-use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -18,6 +17,8 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use anyhow::{bail, Context};
 use clap::Parser;
+use judge_bench::pairs::{pairs, Pair};
+use judge_bench::readback::{bounds_of, bucket_steps, increments, range, variant_series};
 use judge_bench::trace::{Series, Trace};
 
 #[derive(Parser)]
@@ -38,119 +39,6 @@ struct Args {
     /// Record only these pairs (default: all).
     #[arg(long)]
     only: Vec<String>,
-}
-
-/// The baseline every pair starts from: Puma 1×4 spending 2 ms of real CPU (holding the GVL)
-/// and 20 ms waiting on I/O per request, ±50 %, 0.2 % errors, 40 MiB per worker.
-fn base() -> Vec<(&'static str, String)> {
-    [
-        ("SERVER", "puma"),
-        ("WEB_CONCURRENCY", "1"),
-        ("RAILS_MAX_THREADS", "4"),
-        ("CPU_MS", "2"),
-        ("IO_MS", "20"),
-        ("IO_CALLS", "2"),
-        ("JITTER", "0.5"),
-        ("ERROR_RATE", "0.002"),
-        ("WORKER_MEMORY_MB", "40"),
-    ]
-    .into_iter()
-    .map(|(k, v)| (k, v.to_string()))
-    .collect()
-}
-
-/// Queue-time pairs: I/O-bound Puma 1×2 near its capacity, so the baseline itself queues.
-fn queueing() -> Vec<(&'static str, String)> {
-    with(
-        base(),
-        &[
-            ("RAILS_MAX_THREADS", "2"),
-            ("CPU_MS", "0.5"),
-            ("IO_MS", "32"),
-        ],
-    )
-}
-
-fn with(
-    mut env: Vec<(&'static str, String)>,
-    changes: &[(&'static str, &str)],
-) -> Vec<(&'static str, String)> {
-    for (k, v) in changes {
-        env.retain(|(key, _)| key != k);
-        env.push((k, v.to_string()));
-    }
-    env
-}
-
-struct Pair {
-    name: &'static str,
-    regression: Option<&'static str>,
-    /// Requests per second per variant, when not `--rate`.
-    rate: Option<u32>,
-    baseline: Vec<(&'static str, String)>,
-    candidate: Vec<(&'static str, String)>,
-}
-
-fn pairs() -> Vec<Pair> {
-    let same = |name| Pair {
-        name,
-        regression: None,
-        rate: None,
-        baseline: base(),
-        candidate: base(),
-    };
-    let queue = |name, regression, io| Pair {
-        name,
-        regression: Some(regression),
-        rate: Some(50),
-        baseline: queueing(),
-        candidate: with(queueing(), &[("IO_MS", io)]),
-    };
-    let changed = |name, regression, changes: &[(&'static str, &str)]| Pair {
-        name,
-        regression: Some(regression),
-        rate: None,
-        baseline: base(),
-        candidate: with(base(), changes),
-    };
-    vec![
-        same("aa-1"),
-        same("aa-2"),
-        same("aa-3"),
-        Pair {
-            name: "aa-queueing",
-            regression: None,
-            rate: Some(50),
-            baseline: queueing(),
-            candidate: queueing(),
-        },
-        queue(
-            "queue-io-35ms",
-            "I/O 32 → 35 ms at 50 rps on 2 threads (utilization 81 → 89 %): queue time up",
-            "35",
-        ),
-        queue(
-            "queue-io-38ms",
-            "I/O 32 → 38 ms at 50 rps on 2 threads (utilization 81 → 96 %): near what it carries",
-            "38",
-        ),
-        changed(
-            "latency-plus-40ms",
-            "40 ms more per request (a slow dependency)",
-            &[("EXTRA_LATENCY_MS", "40")],
-        ),
-        changed(
-            "errors-x2",
-            "errors 0.2 % → 0.4 %",
-            &[("ERROR_RATE", "0.004")],
-        ),
-        changed("errors-x5", "errors 0.2 % → 1 %", &[("ERROR_RATE", "0.01")]),
-        changed(
-            "memory-plus-30",
-            "worker memory 40 → 52 MiB (+30 %)",
-            &[("WORKER_MEMORY_MB", "52")],
-        ),
-    ]
 }
 
 /// Kills the child on drop.
@@ -240,128 +128,6 @@ fn now() -> f64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0.0, |d| d.as_secs_f64())
-}
-
-/// `query_range` of `query`: per series (its labels), the values at each step.
-async fn range(
-    client: &reqwest::Client,
-    url: &str,
-    query: &str,
-    start: f64,
-    end: f64,
-    step: u32,
-) -> anyhow::Result<Vec<(BTreeMap<String, String>, Vec<f64>)>> {
-    let form: String = form_urlencoded::Serializer::new(String::new())
-        .append_pair("query", query)
-        .append_pair("start", &format!("{start:.3}"))
-        .append_pair("end", &format!("{end:.3}"))
-        .append_pair("step", &step.to_string())
-        .finish();
-    let body: serde_json::Value = serde_json::from_slice(
-        &client
-            .post(format!("{url}/api/v1/query_range"))
-            .header("content-type", "application/x-www-form-urlencoded")
-            .body(form)
-            .send()
-            .await?
-            .bytes()
-            .await?,
-    )?;
-    let points = ((end - start) / f64::from(step)).floor() as usize + 1;
-    let mut out = Vec::new();
-    for series in body["data"]["result"].as_array().context("no result")? {
-        let labels = series["metric"]
-            .as_object()
-            .map(|m| {
-                m.iter()
-                    .map(|(k, v)| (k.clone(), v.as_str().unwrap_or_default().to_string()))
-                    .collect()
-            })
-            .unwrap_or_default();
-        let mut values = vec![f64::NAN; points];
-        for v in series["values"].as_array().into_iter().flatten() {
-            let t = v[0].as_f64().unwrap_or(0.0);
-            let i = ((t - start) / f64::from(step)).round() as usize;
-            if let (Some(slot), Some(x)) = (
-                values.get_mut(i),
-                v[1].as_str().and_then(|s| s.parse().ok()),
-            ) {
-                *slot = x;
-            }
-        }
-        out.push((labels, values));
-    }
-    Ok(out)
-}
-
-/// Per step, what a counter grew by since the step before (a reset counts from zero).
-fn increments(values: &[f64]) -> Vec<f64> {
-    values
-        .windows(2)
-        .map(|w| {
-            let d = w[1] - w[0];
-            if d.is_nan() {
-                0.0
-            } else if d < 0.0 {
-                w[1]
-            } else {
-                d
-            }
-        })
-        .collect()
-}
-
-fn variant_series<'a>(
-    rows: &'a [(BTreeMap<String, String>, Vec<f64>)],
-    variant: &str,
-) -> impl Iterator<Item = &'a (BTreeMap<String, String>, Vec<f64>)> {
-    let variant = variant.to_string();
-    rows.iter()
-        .filter(move |(l, _)| l.get("variant") == Some(&variant))
-}
-
-/// Per step, the cumulative buckets' increments in `bounds` order, `+Inf` last.
-fn bucket_steps(
-    rows: &[(BTreeMap<String, String>, Vec<f64>)],
-    variant: &str,
-    bounds: &[f64],
-) -> Vec<Vec<f64>> {
-    let mut by_le: Vec<(f64, Vec<f64>)> = variant_series(rows, variant)
-        .filter_map(|(l, v)| Some((l.get("le")?.parse::<f64>().ok()?, increments(v))))
-        .collect();
-    by_le.sort_by(|a, b| a.0.total_cmp(&b.0));
-    let steps = by_le.first().map_or(0, |(_, v)| v.len());
-    (0..steps)
-        .map(|i| {
-            let mut row: Vec<f64> = bounds
-                .iter()
-                .map(|b| {
-                    by_le
-                        .iter()
-                        .find(|(le, _)| le == b)
-                        .map_or(0.0, |(_, v)| v[i])
-                })
-                .collect();
-            row.push(
-                by_le
-                    .iter()
-                    .find(|(le, _)| le.is_infinite())
-                    .map_or(0.0, |(_, v)| v[i]),
-            );
-            row
-        })
-        .collect()
-}
-
-fn bounds_of(rows: &[(BTreeMap<String, String>, Vec<f64>)]) -> Vec<f64> {
-    let mut b: Vec<f64> = rows
-        .iter()
-        .filter_map(|(l, _)| l.get("le")?.parse::<f64>().ok())
-        .filter(|b| b.is_finite())
-        .collect();
-    b.sort_by(f64::total_cmp);
-    b.dedup();
-    b
 }
 
 #[tokio::main]
