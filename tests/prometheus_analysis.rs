@@ -128,6 +128,7 @@ fn past_latency(baseline: f64, candidate: f64) -> AnalysisRecord {
             limit: String::new(),
             verdict: Verdict::Pass,
             reason: None,
+            evidence: None,
         }],
         reason: None,
         capacity: None,

@@ -1,6 +1,8 @@
 //! Where and when one analysis runs: the variants' Deployments, the stage, the clock, and
 //! what the capacity model needs to know of each variant's config and CPU limit.
 
+use std::time::Duration;
+
 use jiff::Timestamp;
 
 use crate::api::{RenderedServer, ServerConfig};
@@ -30,4 +32,22 @@ pub struct AnalysisContext {
     /// The candidate's server config when it is not `spec.candidate`: a selection's candidate,
     /// or its winner walking the stages.
     pub candidate_server: Option<ServerConfig>,
+}
+
+/// Longest `{{window}}`: a day of a pod's cAdvisor samples is a few thousand points.
+const MAX_WINDOW: Duration = Duration::from_secs(24 * 3600);
+
+/// `{{window}}`: since the stage began (a fit over the stage), at least one interval, at most a
+/// day; whole seconds.
+pub fn fit_window(
+    stage_started_at: Option<Timestamp>,
+    now: Timestamp,
+    interval: Duration,
+) -> Duration {
+    let since = stage_started_at
+        .map(|s| now.duration_since(s))
+        .filter(|d| d.is_positive())
+        .map(|d| Duration::from_secs(d.as_secs().unsigned_abs()))
+        .unwrap_or(Duration::ZERO);
+    since.clamp(interval, MAX_WINDOW.max(interval))
 }

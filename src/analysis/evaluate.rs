@@ -8,16 +8,16 @@ use jiff::Timestamp;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
 use std::collections::BTreeMap;
-use std::time::Duration;
 
 use crate::api::{
     parse_duration, Analysis, AnalysisRecord, BaselineReference, CapacityMeasurement, Check,
     CheckResult, ConcurrencyExperimentSpec, MetricNames, Recommendation, Verdict,
 };
 
+use super::anytime::{self, sequential_bounds, test_alpha, Read};
 use super::capacity::choose_io_share;
 use super::capacity_measure::{measure_capacity, note_capacity_source, standard_times};
-use super::context::AnalysisContext;
+use super::context::{fit_window, AnalysisContext};
 use super::judge::{aggregate, judge_check, Limits, Unit};
 use super::queries::{io_share_template, is_headroom, requests_template, HEADROOM_SOURCE};
 use super::queue_header::note_missing_header;
@@ -163,7 +163,30 @@ pub async fn analyse(
         &candidate,
         &both,
     );
-    let (checks, (base_req, cand_req), io_share) = futures::join!(checks, requests, io_share);
+    // `judge: sequential`: the stage so far for each sequential check, beside the rest.
+    let alpha = test_alpha(analysis, spec.stages.len()).ok().flatten();
+    let names = &names;
+    let reads: Vec<_> = analysis
+        .checks
+        .iter()
+        .map(|c| {
+            let bounds = alpha.and_then(|_| sequential_bounds(c, &Limits::from_check(c).ok()?));
+            async move {
+                match bounds {
+                    Some(b) => Some((
+                        b,
+                        anytime::read(source, spec, names, ctx, c, interval).await,
+                    )),
+                    None => None,
+                }
+            }
+        })
+        .collect();
+    let reads = stream::iter(reads)
+        .buffered(CHECKS_IN_FLIGHT)
+        .collect::<Vec<_>>();
+    let (checks, (base_req, cand_req), io_share, reads) =
+        futures::join!(checks, requests, io_share, reads);
     // After the checks, not beside them: a few more queries in flight at once would crowd
     // Prometheus' `--query.max-concurrency`; every query is evaluated at `now` anyway.
     let capacity = capacity.await;
@@ -203,11 +226,28 @@ pub async fn analyse(
         .collect();
     let checks: Vec<CheckResult> = checks
         .into_iter()
-        .map(|mut m| {
+        .zip(analysis.checks.iter().zip(reads))
+        .map(|(mut m, (check, read))| {
             if baseline_gone {
                 m.result.baseline = reference_baseline(reference, history, &m.result.name);
             }
-            judge_measured(m, analysis, history, current_counts)
+            match (read, alpha) {
+                (Some((bounds, Read::Data(data))), Some(alpha)) => {
+                    anytime::judge(m.result, check, bounds, alpha, &data)
+                }
+                (Some((_, Read::Failed(why))), Some(_)) => {
+                    let mut r = m.result;
+                    r.verdict = Verdict::Inconclusive;
+                    r.reason = Some(why);
+                    r
+                }
+                (Some((_, Read::PerInterval(note))), _) => {
+                    let mut r = judge_measured(m, analysis, history, current_counts);
+                    r.reason = Some(format!("{} ({note})", r.reason.unwrap_or_default()));
+                    r
+                }
+                _ => judge_measured(m, analysis, history, current_counts),
+            }
         })
         .collect();
     let checks = note_capacity_source(&analysis.checks, checks, capacity.as_ref());
@@ -280,6 +320,7 @@ pub(super) async fn measure_check(
         limit: String::new(),
         verdict: Verdict::Inconclusive,
         reason: None,
+        evidence: None,
     };
     let unmeasured = |mut result: CheckResult, reason: String| {
         result.reason = Some(reason);
@@ -370,22 +411,4 @@ pub(super) fn judge_measured(
     result.verdict = verdict;
     result.reason = Some(reason);
     result
-}
-
-/// Longest `{{window}}`: a day of a pod's cAdvisor samples is a few thousand points.
-const MAX_WINDOW: Duration = Duration::from_secs(24 * 3600);
-
-/// `{{window}}`: since the stage began (a fit over the stage), at least one interval, at most a
-/// day; whole seconds.
-pub fn fit_window(
-    stage_started_at: Option<Timestamp>,
-    now: Timestamp,
-    interval: Duration,
-) -> Duration {
-    let since = stage_started_at
-        .map(|s| now.duration_since(s))
-        .filter(|d| d.is_positive())
-        .map(|d| Duration::from_secs(d.as_secs().unsigned_abs()))
-        .unwrap_or(Duration::ZERO);
-    since.clamp(interval, MAX_WINDOW.max(interval))
 }

@@ -2,7 +2,8 @@
 //! checks. Missing or non-finite data is Inconclusive, never Pass.
 
 use crate::api::{
-    parse_percent, AnalysisRecord, BuiltinMetric, Check, CheckResult, Limit, QuantityError, Verdict,
+    parse_percent, AnalysisRecord, BuiltinMetric, Check, CheckResult, Limit, QuantityError, Shown,
+    Verdict,
 };
 
 use super::stats::{allowed_above, MannWhitney};
@@ -334,6 +335,16 @@ pub fn aggregate(
         Some(v) if v.is_finite() => trim(v, 0),
         _ => "no data".into(),
     };
+    // A sequential test that shows a regression decides on the whole stage, not this
+    // interval: a thin interval does not hide it.
+    let shown_worse: Vec<&str> = checks
+        .iter()
+        .filter(|c| c.verdict == Verdict::Fail && shown(c) == Some(Shown::Worse))
+        .map(|c| c.name.as_str())
+        .collect();
+    if !shown_worse.is_empty() {
+        return (Verdict::Fail, format!("failed: {}", shown_worse.join(", ")));
+    }
     let enough = |r: Option<f64>| r.is_some_and(|v| v.is_finite() && v >= min_requests as f64);
     if !enough(baseline_requests) || !enough(candidate_requests) {
         return (
@@ -375,4 +386,9 @@ pub fn aggregate(
             count(candidate_requests)
         ),
     )
+}
+
+/// What a sequential check has shown; `None` for a check judged per interval.
+pub fn shown(check: &CheckResult) -> Option<Shown> {
+    check.evidence.as_ref().map(|e| e.shown)
 }

@@ -6,6 +6,7 @@
 //! `crate::prometheus` implements for the operator and a table implements in the tests, so
 //! every rule — also those at 100 % weight — is a plain unit test.
 
+mod anytime;
 pub mod capacity;
 mod capacity_measure;
 mod context;
@@ -27,6 +28,7 @@ pub mod template;
 mod validate;
 mod workers;
 
+pub use anytime::{sequential_bounds, test_alpha};
 pub use capacity::{
     candidate_config, choose_io_share, choose_times, config_capacity, cpu_cores, cpu_limit,
     headroom, load_per_pod, pod_capacity, predict, variant_capacity, worker_capacity, Bound,

@@ -94,7 +94,7 @@ pub fn validate_names(names: &MetricNames) -> Result<(), QueryError> {
 }
 
 /// The check's quantile, default 0.99, strictly between 0 and 1.
-fn quantile_of(which: BuiltinMetric, quantile: Option<f64>) -> Result<f64, QueryError> {
+pub(super) fn quantile_of(which: BuiltinMetric, quantile: Option<f64>) -> Result<f64, QueryError> {
     let q = quantile.unwrap_or(DEFAULT_QUANTILE);
     if q > 0.0 && q < 1.0 {
         Ok(q)
@@ -304,6 +304,31 @@ pub fn requests_template(names: &MetricNames) -> Result<String, QueryError> {
     let r = metric("requestsTotal", &names.requests_total)?;
     Ok(format!(
         "sum(increase({r}{{{SELECTOR}}}[{{{{interval}}}}]))"
+    ))
+}
+
+/// The stage's requests per bucket of a quantile check's histogram (`judge: sequential`):
+/// `{{window}}` reaches back to the stage's start.
+pub fn bucket_increase_template(
+    which: BuiltinMetric,
+    names: &MetricNames,
+) -> Option<Result<String, QueryError>> {
+    let (_, h) = match quantile_metric(which, names)? {
+        Ok(m) => m,
+        Err(e) => return Some(Err(e)),
+    };
+    Some(Ok(format!(
+        "sum by (le) (increase({h}_bucket{{{SELECTOR}}}[{{{{window}}}}]))"
+    )))
+}
+
+/// The stage's 5xx and all requests (`judge: sequential`'s error-rate test).
+pub fn error_count_templates(names: &MetricNames) -> Result<(String, String), QueryError> {
+    let r = metric("requestsTotal", &names.requests_total)?;
+    let s = label("statusLabel", &names.status_label)?;
+    Ok((
+        format!(r#"sum(increase({r}{{{SELECTOR},{s}=~"5.."}}[{{{{window}}}}])) or vector(0)"#),
+        format!("sum(increase({r}{{{SELECTOR}}}[{{{{window}}}}]))"),
     ))
 }
 

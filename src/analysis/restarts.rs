@@ -148,6 +148,7 @@ pub fn judge_restarts(
         limit: limit.into(),
         verdict: Verdict::Pass,
         reason: None,
+        evidence: None,
     };
     match restarts {
         Err(e) => {

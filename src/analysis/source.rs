@@ -16,6 +16,22 @@ pub trait MetricSource: Sync {
         promql: &str,
         at: Timestamp,
     ) -> impl Future<Output = Result<Option<f64>, PrometheusError>> + Send;
+
+    /// Evaluates `promql` at `at`: each series' `label` and value (a histogram's buckets by
+    /// `le`, for the sequential judge). A source that answers single values only says so.
+    fn query_by_label(
+        &self,
+        promql: &str,
+        at: Timestamp,
+        label: &str,
+    ) -> impl Future<Output = Result<Vec<(String, f64)>, PrometheusError>> + Send {
+        let _ = (promql, at, label);
+        async {
+            Err(PrometheusError::NotOneValue(
+                "a vector, from a source that answers single values only".into(),
+            ))
+        }
+    }
 }
 
 /// Why a metric source gave no value. Named after Prometheus, the one real source: these are

@@ -98,6 +98,7 @@ pub fn judge_workers(
         limit,
         verdict: Verdict::Pass,
         reason: None,
+        evidence: None,
     };
     match measured {
         Err(e) => {

@@ -47,9 +47,23 @@ pub struct Analysis {
     pub metrics: MetricsSpec,
     #[schemars(length(min = 1, max = 32))]
     pub checks: Vec<Check>,
-    /// Compare per-interval samples with a Mann-Whitney U test in addition to the limits.
+    /// Compare per-interval samples with a Mann-Whitney U test in addition to the limits
+    /// (`judge: perInterval` only).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub statistical: Option<Statistical>,
+    /// How `latency`, `queueTime` and `errorRate` checks decide. `perInterval`: each interval's
+    /// value against the limits, failures counted against `failureLimit`. `sequential`:
+    /// anytime-valid tests on every request of the stage so far (the histogram's buckets, the
+    /// error counts), which roll back as soon as the evidence shows the candidate beyond a
+    /// limit, end a stage early once it shows it within them, and say how many more requests
+    /// a verdict needs (docs/judge.md). Other checks are judged per interval either way.
+    #[serde(default, skip_serializing_if = "JudgeMode::is_default")]
+    pub judge: JudgeMode,
+    /// `judge: sequential`: the chance, over the whole experiment, of rolling back a candidate
+    /// that is within every limit (split over the tests and stages).
+    #[serde(default = "default_false_rollback_rate")]
+    #[schemars(regex(pattern = PERCENT_PATTERN))]
+    pub false_rollback_rate: String,
     /// Thread-count recommendation from the measured I/O share.
     #[serde(default)]
     pub recommendation: RecommendationSpec,
@@ -153,6 +167,21 @@ pub struct PrometheusTls {
     /// then encrypted but not authenticated.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub insecure_skip_verify: bool,
+}
+
+/// `spec.analysis.judge`.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, JsonSchema, Default)]
+#[serde(rename_all = "camelCase")]
+pub enum JudgeMode {
+    #[default]
+    PerInterval,
+    Sequential,
+}
+
+impl JudgeMode {
+    fn is_default(&self) -> bool {
+        *self == JudgeMode::PerInterval
+    }
 }
 
 #[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, JsonSchema, Default)]
@@ -334,6 +363,9 @@ fn default_inconclusive_limit() -> i32 {
 }
 fn default_min_requests() -> i64 {
     50
+}
+fn default_false_rollback_rate() -> String {
+    "5%".into()
 }
 fn default_alpha() -> f64 {
     0.05

@@ -38,4 +38,55 @@ pub struct CheckResult {
     pub verdict: Verdict,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reason: Option<String>,
+    /// What the anytime-valid tests show so far in the stage (`judge: sequential`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub evidence: Option<Evidence>,
+}
+
+/// A sequential check's evidence over every request of the stage so far: the bounds it has
+/// shown on candidate / baseline, and what they decide. Bounds hold at the experiment's
+/// `falseRollbackRate` (split over its tests), however often they are looked at.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Evidence {
+    pub shown: Shown,
+    /// The candidate's value is shown above this multiple of the baseline's (`maxIncrease`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ratio_above: Option<f64>,
+    /// … and shown within this multiple of it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ratio_within: Option<f64>,
+    /// Requests in the stage so far: the candidate's, and the baseline's (at 100 %: its last
+    /// stage's).
+    pub candidate_requests: f64,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub baseline_requests: Option<f64>,
+    /// Requests each variant still needs before the test can show anything (`waiting`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub needs_requests: Option<f64>,
+}
+
+/// What a sequential check has shown.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub enum Shown {
+    /// Beyond a limit: the check fails and the experiment rolls back now.
+    Worse,
+    /// Within every limit: the stage may end early.
+    NoWorse,
+    /// Neither yet: the check passes (nothing shows a regression), the stage runs on.
+    Open,
+    /// Too few requests for any bound: Inconclusive, not counted while the stage runs.
+    Waiting,
+}
+
+impl Shown {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Shown::Worse => "worse",
+            Shown::NoWorse => "noWorse",
+            Shown::Open => "open",
+            Shown::Waiting => "waiting",
+        }
+    }
 }

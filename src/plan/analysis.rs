@@ -6,11 +6,12 @@ use super::ctx::Ctx;
 use super::observations::{AnalysisOutcome, EventType};
 use crate::api::reason::EventReason;
 use crate::api::reason::{DecisionReason, HoldReason};
+use jiff::Timestamp;
 use std::collections::BTreeMap;
 
 use crate::api::{
     truncate, AnalysisRecord, BaselineReference, ConcurrencyExperimentSpec,
-    ConcurrencyExperimentStatus, InconclusiveAction, Verdict, QUERY_BYTES,
+    ConcurrencyExperimentStatus, InconclusiveAction, Shown, Verdict, QUERY_BYTES,
 };
 
 pub use crate::api::KEPT_ANALYSES;
@@ -20,8 +21,9 @@ pub const INCONCLUSIVE_LIMIT: &str = HoldReason::InconclusiveLimit.as_str();
 pub const NO_DATA_LIMIT: i32 = 3;
 
 /// Records `obs.analysis` (once: a replayed record, not newer than `last_analysis_at`, is
-/// ignored). Returns true when it started a rollback.
-pub fn record(cx: &mut Ctx, stage_index: usize) -> bool {
+/// ignored). Returns true when it started a rollback. `stage_end`: when the stage's duration
+/// is over (sequential checks still waiting for requests count as inconclusive only after it).
+pub fn record(cx: &mut Ctx, stage_index: usize, stage_end: Option<Timestamp>) -> bool {
     let (spec, obs) = (cx.spec, cx.obs);
     let Some(outcome) = &obs.analysis else {
         return false;
@@ -62,6 +64,21 @@ pub fn record(cx: &mut Ctx, stage_index: usize) -> bool {
             }
             false
         }
+        Verdict::Fail if shown_worse(rec) => {
+            // An anytime-valid test crossed its bound: the evidence is already as strong as
+            // the experiment asked for, so no further failed analysis is waited for.
+            st.failed_analyses += 1;
+            let why = failing_checks(rec);
+            let msg = format!("Analysis {at} failed: {why}.");
+            cx.event(EventType::Warning, EventReason::AnalysisFailed, msg);
+            let msg = format!(
+                "Rolling back: the sequential test shows the candidate beyond its limit \
+                 (falseRollbackRate {}); {why}.",
+                limits.false_rollback_rate
+            );
+            cx.start_rollback(DecisionReason::CheckFailed, msg);
+            true
+        }
         Verdict::Fail => {
             st.failed_analyses += 1;
             let (n, limit) = (st.failed_analyses, limits.failure_limit);
@@ -75,6 +92,11 @@ pub fn record(cx: &mut Ctx, stage_index: usize) -> bool {
                 cx.start_rollback(DecisionReason::CheckFailed, msg);
                 return true;
             }
+            false
+        }
+        Verdict::Inconclusive if waiting(rec) && stage_end.is_some_and(|end| rec.at.0 < end) => {
+            // Sequential checks still collecting the requests any bound needs: the stage's
+            // time is theirs; only when it is over does "not enough data" count.
             false
         }
         Verdict::Inconclusive => {
@@ -254,4 +276,32 @@ pub fn value(v: Option<f64>) -> String {
             s.trim_end_matches('0').trim_end_matches('.').to_string()
         }
     }
+}
+
+/// A sequential check of the analysis showed the candidate beyond a limit.
+pub fn shown_worse(rec: &AnalysisRecord) -> bool {
+    rec.checks
+        .iter()
+        .any(|c| c.verdict == Verdict::Fail && shown(c) == Some(Shown::Worse))
+}
+
+/// The analysis is inconclusive only because sequential checks wait for requests.
+fn waiting(rec: &AnalysisRecord) -> bool {
+    let open: Vec<_> = rec
+        .checks
+        .iter()
+        .filter(|c| c.verdict != Verdict::Pass)
+        .collect();
+    !open.is_empty() && open.iter().all(|c| shown(c) == Some(Shown::Waiting))
+}
+
+/// Every sequential check of the analysis shows the candidate within its limits (and there is
+/// at least one): with all other checks passing, the stage may end early.
+pub fn shown_no_worse(rec: &AnalysisRecord) -> bool {
+    let mut seq = rec.checks.iter().filter_map(shown).peekable();
+    seq.peek().is_some() && seq.all(|s| s == Shown::NoWorse)
+}
+
+fn shown(c: &crate::api::CheckResult) -> Option<Shown> {
+    c.evidence.as_ref().map(|e| e.shown)
 }

@@ -55,7 +55,12 @@ pub fn run(cx: &mut Ctx, t: &Timing) {
     }
     let seen = cx.status.last_analysis_at.clone();
     let had_standby = readiness::has_standby(cx, index);
-    if analysis::record(cx, index) {
+    let stage_end = cx
+        .status
+        .stage_started_at
+        .as_ref()
+        .and_then(|s| timing::add(s.0, t.stage(index)));
+    if analysis::record(cx, index, stage_end) {
         return finish::roll_back(cx);
     }
     let loss = readiness::lost(cx, index);
@@ -289,13 +294,25 @@ fn apply_split(cx: &mut Ctx, index: usize) -> bool {
 
 /// The stage's duration has passed since its split was in force, at least one analysis in it
 /// passed, and the latest one passed. Missing data (Inconclusive) never satisfies this.
+/// `judge: sequential` ends it early once the latest analysis passed with every sequential
+/// check shown no worse, after a third of its duration (the per-interval checks' time).
 fn stage_earned(cx: &Ctx, t: &Timing, index: usize) -> bool {
     let st = &cx.status;
     let Some(started) = &st.stage_started_at else {
         return false;
     };
+    let passed =
+        st.stage_passed_analyses >= 1 && st.last_verdict == Some(crate::api::Verdict::Pass);
     let ended = timing::add(started.0, t.stage(index)).is_some_and(|end| cx.now() >= end);
-    ended && st.stage_passed_analyses >= 1 && st.last_verdict == Some(crate::api::Verdict::Pass)
+    passed && (ended || early_end(cx, t, index, started.0))
+}
+
+/// `judge: sequential`'s early end of a stage (see `stage_earned`).
+fn early_end(cx: &Ctx, t: &Timing, index: usize, started: jiff::Timestamp) -> bool {
+    let minimum = (t.stage(index) / 3).max(t.interval);
+    let long_enough = timing::add(started, minimum).is_some_and(|at| cx.now() >= at);
+    let latest = cx.status.analyses.last().filter(|a| a.at.0 >= started);
+    long_enough && latest.is_some_and(analysis::shown_no_worse)
 }
 
 /// The status message, condition reason and requeue time for the state reached. `waiting`:

@@ -108,6 +108,7 @@ pub fn validate(
     parse_percent("spec.analysis.recommendation.minGain", &rec.min_gain).map_err(err)?;
     parse_percent("spec.analysis.recommendation.asyncAbove", &rec.async_above).map_err(err)?;
     let max_utilization = max_predicted_utilization(&spec.analysis).map_err(err)?;
+    validate_judge(spec, stages.len()).map_err(|e| e.to_string())?;
     let selection = match spec.selects() {
         true => {
             let sel = spec.selection_or_default();
@@ -125,4 +126,30 @@ pub fn validate(
         max_utilization,
         selection,
     })
+}
+
+/// `judge: sequential` with what it cannot be combined with, and its rate.
+fn validate_judge(spec: &ConcurrencyExperimentSpec, stages: usize) -> Result<(), String> {
+    let a = &spec.analysis;
+    let Some(alpha) = crate::analysis::test_alpha(a, stages).map_err(|e| e.to_string())? else {
+        return Ok(());
+    };
+    if a.statistical.is_some() {
+        return Err(
+            "spec.analysis.statistical: the Mann-Whitney test re-run at every interval is \
+                    what judge: sequential replaces; set one of them"
+                .into(),
+        );
+    }
+    if spec.selects() {
+        return Err(
+            "spec.analysis.judge: sequential does not rank a selection's candidates \
+                    (spec.selection); use judge: perInterval there"
+                .into(),
+        );
+    }
+    if alpha.is_nan() || alpha <= 0.0 {
+        return Err("spec.analysis.falseRollbackRate: must be more than 0%".into());
+    }
+    Ok(())
 }

@@ -13,6 +13,7 @@
 //! not followed (the operator must not be steered to another address), and no URL is printed
 //! with its `user:pass@`.
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -148,6 +149,27 @@ impl PrometheusClient {
         promql: &str,
         at: Timestamp,
     ) -> Result<Option<f64>, PrometheusError> {
+        let (status, body) = self.timed_query(promql, at).await?;
+        parse_response(status, &body, self.timeout)
+    }
+
+    /// Evaluates `promql` at `at`, a vector of at most `MAX_SERIES` series: each series'
+    /// `label` and value (a histogram's buckets by `le`).
+    pub async fn query_by_label(
+        &self,
+        promql: &str,
+        at: Timestamp,
+        label: &str,
+    ) -> Result<Vec<(String, f64)>, PrometheusError> {
+        let (status, body) = self.timed_query(promql, at).await?;
+        parse_by_label(status, &body, self.timeout, label)
+    }
+
+    async fn timed_query(
+        &self,
+        promql: &str,
+        at: Timestamp,
+    ) -> Result<(u16, Vec<u8>), PrometheusError> {
         let started = Instant::now();
         let answer = tokio::time::timeout(self.timeout, self.query(promql, at)).await;
         if let Some(timer) = &self.timer {
@@ -156,7 +178,7 @@ impl PrometheusClient {
         answer.map_err(|_| PrometheusError::Timeout(self.timeout))?
     }
 
-    async fn query(&self, promql: &str, at: Timestamp) -> Result<Option<f64>, PrometheusError> {
+    async fn query(&self, promql: &str, at: Timestamp) -> Result<(u16, Vec<u8>), PrometheusError> {
         let _slot = self
             .slots
             .acquire()
@@ -233,7 +255,7 @@ impl PrometheusClient {
                 },
                 Capped::Transport(e) => self.transport(e),
             })?;
-        parse_response(status.as_u16(), &body, self.timeout)
+        Ok((status.as_u16(), body))
     }
 
     fn transport(&self, e: reqwest::Error) -> PrometheusError {
@@ -342,11 +364,58 @@ enum Data {
 #[derive(Deserialize)]
 struct Sample(serde::de::IgnoredAny, String);
 
-/// One series of a vector; its labels are not needed. A native histogram has no `value`.
+/// One series of a vector. A native histogram has no `value`.
 #[derive(Deserialize)]
 struct Series {
     #[serde(default)]
+    metric: BTreeMap<String, String>,
+    #[serde(default)]
     value: Option<Sample>,
+}
+
+/// Most series a vector answer may have (`query_by_label`): a histogram's buckets are a few
+/// dozen; more is a query that was not meant.
+pub const MAX_SERIES: usize = 128;
+
+/// Each series' `label` and value, from an answer that must be a vector of at most
+/// `MAX_SERIES` series with distinct values of `label`.
+pub(crate) fn parse_by_label(
+    status: u16,
+    body: &[u8],
+    timeout: Duration,
+    label: &str,
+) -> Result<Vec<(String, f64)>, PrometheusError> {
+    let series = match parse_data(status, body, timeout)? {
+        Data::Vector(v) => v,
+        Data::Scalar(_) => {
+            return Err(PrometheusError::NotOneValue(
+                "a scalar where series by label were expected".into(),
+            ))
+        }
+        Data::Matrix(_) => return Err(PrometheusError::NotOneValue("a range vector".into())),
+        Data::String(_) => return Err(PrometheusError::NotOneValue("a string".into())),
+    };
+    if series.len() > MAX_SERIES {
+        return Err(PrometheusError::NotOneValue(format!(
+            "{} series, more than the {MAX_SERIES} a histogram's buckets may have",
+            series.len()
+        )));
+    }
+    let mut out = Vec::with_capacity(series.len());
+    for s in series {
+        let Some(key) = s.metric.get(label) else {
+            return Err(PrometheusError::NotOneValue(format!(
+                "a series without the label {label:?}"
+            )));
+        };
+        let Some(sample) = &s.value else {
+            return Err(PrometheusError::NotOneValue(
+                "a native histogram sample".into(),
+            ));
+        };
+        out.push((truncate(key, 64), number(&sample.1)?));
+    }
+    Ok(out)
 }
 
 /// The value an answer holds, or the error it reports. Prometheus answers errors with a JSON
@@ -357,6 +426,28 @@ pub(crate) fn parse_response(
     body: &[u8],
     timeout: Duration,
 ) -> Result<Option<f64>, PrometheusError> {
+    match parse_data(status, body, timeout)? {
+        Data::Scalar(s) => number(&s.1).map(Some),
+        Data::Vector(v) => match v.as_slice() {
+            [] => Ok(None),
+            [one] => match &one.value {
+                Some(s) => number(&s.1).map(Some),
+                None => Err(PrometheusError::NotOneValue(
+                    "a native histogram sample".into(),
+                )),
+            },
+            more => Err(PrometheusError::NotOneValue(format!(
+                "{} series",
+                more.len()
+            ))),
+        },
+        Data::Matrix(_) => Err(PrometheusError::NotOneValue("a range vector".into())),
+        Data::String(_) => Err(PrometheusError::NotOneValue("a string".into())),
+    }
+}
+
+/// The data of a successful answer, or the error the answer reports.
+fn parse_data(status: u16, body: &[u8], timeout: Duration) -> Result<Data, PrometheusError> {
     let parsed: Result<Body, _> = serde_json::from_slice(body);
     if matches!(status, 401 | 403) {
         let text = match &parsed {
@@ -389,25 +480,8 @@ pub(crate) fn parse_response(
             _ => PrometheusError::Server(format!("{kind}: {message}")),
         });
     }
-    match body.data {
-        Some(Data::Scalar(s)) => number(&s.1).map(Some),
-        Some(Data::Vector(v)) => match v.as_slice() {
-            [] => Ok(None),
-            [one] => match &one.value {
-                Some(s) => number(&s.1).map(Some),
-                None => Err(PrometheusError::NotOneValue(
-                    "a native histogram sample".into(),
-                )),
-            },
-            more => Err(PrometheusError::NotOneValue(format!(
-                "{} series",
-                more.len()
-            ))),
-        },
-        Some(Data::Matrix(_)) => Err(PrometheusError::NotOneValue("a range vector".into())),
-        Some(Data::String(_)) => Err(PrometheusError::NotOneValue("a string".into())),
-        None => Err(PrometheusError::Server("a success without data".into())),
-    }
+    body.data
+        .ok_or_else(|| PrometheusError::Server("a success without data".into()))
 }
 
 /// A sample value: Prometheus writes floats as strings, `NaN` and `±Inf` included.
@@ -477,5 +551,14 @@ impl MetricSource for PrometheusClient {
         at: Timestamp,
     ) -> Result<Option<f64>, PrometheusError> {
         PrometheusClient::query_value(self, promql, at).await
+    }
+
+    async fn query_by_label(
+        &self,
+        promql: &str,
+        at: Timestamp,
+        label: &str,
+    ) -> Result<Vec<(String, f64)>, PrometheusError> {
+        PrometheusClient::query_by_label(self, promql, at, label).await
     }
 }

@@ -19,7 +19,8 @@ impl Rng {
     }
 }
 
-/// One experiment's analyses: `plan.total_analyses()` intervals of `plan.interval_seconds`,
+/// One experiment's analyses: twice `plan.total_analyses()` intervals of
+/// `plan.interval_seconds` (a stage whose checks wait for requests runs past its duration),
 /// in blocks of `block` intervals. `None` when the trace is shorter than one block.
 pub fn resample(
     trace: &Trace,
@@ -33,8 +34,9 @@ pub fn resample(
     if steps < block_steps {
         return None;
     }
-    let mut out = Vec::with_capacity(plan.total_analyses());
-    while out.len() < plan.total_analyses() {
+    let wanted = 2 * plan.total_analyses();
+    let mut out = Vec::with_capacity(wanted);
+    while out.len() < wanted {
         let start = rng.below(steps - block_steps + 1);
         for k in 0..block.max(1) {
             let (from, to) = (start + k * per, start + (k + 1) * per);
@@ -44,6 +46,6 @@ pub fn resample(
             ));
         }
     }
-    out.truncate(plan.total_analyses());
+    out.truncate(wanted);
     Some(out)
 }

@@ -3,16 +3,18 @@
 //! `judge_check`, `aggregate` and limits) or the anytime-valid tests.
 
 use anyhow::{bail, Context};
-use concurrency_operator::analysis::sequential::{rate, Buckets, Direction, QuantileTest};
+use concurrency_operator::analysis::sequential::{
+    decide, per_test_alpha, rate, Bounds, Buckets, Data,
+};
+use concurrency_operator::analysis::sequential_bounds;
 use concurrency_operator::analysis::{aggregate, judge_check, Limits, Unit};
 use concurrency_operator::api::{
-    parse_duration, BuiltinMetric, Check, CheckResult, ConcurrencyExperimentSpec, Verdict,
+    parse_duration, BuiltinMetric, Check, CheckResult, ConcurrencyExperimentSpec, Shown, Verdict,
 };
 
 use crate::trace::{histogram_quantile, Interval, Trace};
 
-/// Queue times up to this are no queueing (the operator's `QUEUE_TIME_FLOOR`).
-const QUEUE_FLOOR: f64 = 0.010;
+use concurrency_operator::analysis::judge::QUEUE_TIME_FLOOR as QUEUE_FLOOR;
 
 /// What the replay needs of a manifest.
 #[derive(Debug, Clone)]
@@ -21,6 +23,8 @@ pub struct Plan {
     pub interval_seconds: u64,
     /// Analyses in each stage (its duration over the interval, at least one).
     pub analyses: Vec<usize>,
+    /// Each stage's weight (percent).
+    pub weights: Vec<i32>,
     /// The checks the traces have data for, each with its limits (read once).
     pub checks: Vec<Judged>,
     /// Checks left out, with why.
@@ -64,6 +68,7 @@ impl Plan {
             name: name.into(),
             interval_seconds: interval,
             analyses,
+            weights: spec.stages.iter().map(|s| s.weight).collect(),
             checks,
             skipped,
             failure_limit: a.failure_limit,
@@ -90,8 +95,11 @@ pub enum Rule {
     /// The operator today: each check's limits on each interval's values; failed analyses
     /// beyond `failureLimit` (or inconclusive ones beyond `inconclusiveLimit`) roll back.
     PerInterval,
-    /// Anytime-valid tests on everything since the start, `alpha` split over the tests; the
-    /// `memory` check (a gauge, no distribution) keeps the per-interval rule.
+    /// `judge: sequential` as the operator runs it: each check's anytime-valid tests on the
+    /// stage's requests so far (`sequential::decide`), `alpha` (the manifest's
+    /// `falseRollbackRate`) split over the tests and stages; a regression shown rolls back at
+    /// once, waiting for requests counts only past the stage's duration, and a stage shown no
+    /// worse ends after a third of it. The other checks (memory) keep the per-interval rule.
     Sequential { alpha: f64 },
 }
 
@@ -160,6 +168,7 @@ fn per_interval<'a>(
                 limit: limits.written.clone(),
                 verdict,
                 reason: Some(reason),
+                evidence: None,
             }
         })
         .collect();
@@ -184,118 +193,18 @@ fn buckets(bounds: &[f64], cumulative: &[f64]) -> Buckets {
     Buckets::from_pairs(pairs)
 }
 
-/// The baseline's queue times below the floor counted as the floor: "no queueing" is
-/// compared as the floor, as the per-interval rule does. Buckets below it go; a bound just
-/// under it with no requests keeps the interpolation from reading any below it.
-fn floored(b: Buckets) -> Buckets {
-    let keep = b.bounds.partition_point(|le| *le < QUEUE_FLOOR);
-    let mut bounds = vec![QUEUE_FLOOR * (1.0 - 1e-9)];
-    let mut cumulative = vec![0.0];
-    bounds.extend_from_slice(&b.bounds[keep..]);
-    cumulative.extend_from_slice(&b.cumulative[keep..]);
-    if !bounds[1..].iter().any(|le| *le >= QUEUE_FLOOR) {
-        // No bound at or above the floor: everything is at most the floor.
-        bounds.push(QUEUE_FLOOR);
-        cumulative.push(b.total);
-    }
-    Buckets {
-        bounds,
-        cumulative,
-        total: b.total,
-    }
-}
-
-/// One sequential test of one check: its `ln` e-value now.
-struct SequentialTest<'a> {
-    check: &'a Check,
-    kind: TestKind,
-}
-
-enum TestKind {
-    QuantileRatio(f64),
-    QuantileMax(f64),
-    RateRatio(f64),
-    RateMax(f64),
-}
-
-fn sequential_tests(plan: &Plan) -> Vec<SequentialTest<'_>> {
-    let mut tests = Vec::new();
-    for Judged { check, limits } in &plan.checks {
-        let metric = check.metric;
-        let quantile = matches!(
-            metric,
-            Some(BuiltinMetric::Latency | BuiltinMetric::QueueTime)
-        );
-        let errors = metric == Some(BuiltinMetric::ErrorRate);
-        if !(quantile || errors) {
-            continue;
-        }
-        if let Some(share) = limits.max_increase {
-            let kind = if quantile {
-                TestKind::QuantileRatio(1.0 + share)
-            } else {
-                TestKind::RateRatio(1.0 + share)
-            };
-            tests.push(SequentialTest { check, kind });
-        }
-        if let Some(max) = limits.max {
-            let kind = if quantile {
-                TestKind::QuantileMax(max)
-            } else {
-                TestKind::RateMax(max)
-            };
-            tests.push(SequentialTest { check, kind });
-        }
-    }
-    tests
-}
-
-/// Requests per variant at which the tests are tuned: about what a stage brings.
-const N_OPT: f64 = 1000.0;
-
-fn evidence(
-    test: &SequentialTest,
-    trace: &Trace,
-    b: &Interval,
-    c: &Interval,
-    history: &[(Interval, Interval)],
-) -> f64 {
-    let q = QuantileTest::new(quantile_of(test.check), N_OPT);
-    let queue = test.check.metric == Some(BuiltinMetric::QueueTime);
-    let (bounds, bc, cc) = if queue {
-        (&trace.queue_bounds, &b.queue, &c.queue)
-    } else {
-        (&trace.latency_bounds, &b.latency, &c.latency)
-    };
-    match test.kind {
-        TestKind::QuantileRatio(ratio) => {
-            let base = buckets(bounds, bc);
-            let base = if queue { floored(base) } else { base };
-            q.log_evidence(&base, &buckets(bounds, cc), ratio, Direction::Worse)
-        }
-        TestKind::QuantileMax(max) => q.log_evidence_above(&buckets(bounds, cc), max),
-        TestKind::RateRatio(ratio) => {
-            let counts: Vec<rate::Counts> = history
-                .iter()
-                .map(|(b, c)| rate::Counts {
-                    baseline_requests: b.requests,
-                    baseline_errors: b.errors,
-                    candidate_requests: c.requests,
-                    candidate_errors: c.errors,
-                })
-                .collect();
-            rate::log_evidence(&counts, ratio, Direction::Worse)
-        }
-        TestKind::RateMax(max) => rate::log_evidence_above(c.requests, c.errors, max, N_OPT),
-    }
-}
-
 /// Replays one experiment over `intervals` (baseline, candidate), one per analysis.
 pub fn run(plan: &Plan, rule: Rule, trace: &Trace, intervals: &[(Interval, Interval)]) -> Outcome {
+    match rule {
+        Rule::PerInterval => per_interval_run(plan, trace, intervals),
+        Rule::Sequential { alpha } => sequential_run(plan, alpha, trace, intervals),
+    }
+}
+
+fn per_interval_run(plan: &Plan, trace: &Trace, intervals: &[(Interval, Interval)]) -> Outcome {
     let (mut failed, mut inconclusive) = (0, 0);
     let (mut total_b, mut total_c) = (Interval::default(), Interval::default());
-    let tests = sequential_tests(plan);
-    for (n, (b, c)) in intervals.iter().enumerate() {
+    for (n, (b, c)) in intervals.iter().take(plan.total_analyses()).enumerate() {
         total_b.add(b);
         total_c.add(c);
         let requests = total_b.requests.min(total_c.requests);
@@ -305,53 +214,21 @@ pub fn run(plan: &Plan, rule: Rule, trace: &Trace, intervals: &[(Interval, Inter
             requests,
             why,
         };
-        match rule {
-            Rule::PerInterval => {
-                let (verdict, why) =
-                    per_interval(plan.checks.iter(), plan.min_requests, trace, b, c);
-                match verdict {
-                    Verdict::Fail => {
-                        failed += 1;
-                        if failed > plan.failure_limit {
-                            return decided(why, false);
-                        }
-                    }
-                    Verdict::Inconclusive => {
-                        inconclusive += 1;
-                        if inconclusive > plan.inconclusive_limit {
-                            return decided(vec!["inconclusive".into()], true);
-                        }
-                    }
-                    Verdict::Pass => {}
-                }
-            }
-            Rule::Sequential { alpha } => {
-                let threshold = (tests.len().max(1) as f64 / alpha).ln();
-                let history = &intervals[..=n];
-                let why: Vec<String> = tests
-                    .iter()
-                    .filter(|t| evidence(t, trace, &total_b, &total_c, history) >= threshold)
-                    .map(|t| t.check.display_name())
-                    .collect();
-                if !why.is_empty() {
+        let (verdict, why) = per_interval(plan.checks.iter(), plan.min_requests, trace, b, c);
+        match verdict {
+            Verdict::Fail => {
+                failed += 1;
+                if failed > plan.failure_limit {
                     return decided(why, false);
                 }
-                // The memory check keeps the per-interval rule.
-                let memory = plan
-                    .checks
-                    .iter()
-                    .filter(|j| j.check.metric == Some(BuiltinMetric::Memory));
-                if memory.clone().next().is_some() {
-                    if let (Verdict::Fail, why) =
-                        per_interval(memory, plan.min_requests, trace, b, c)
-                    {
-                        failed += 1;
-                        if failed > plan.failure_limit {
-                            return decided(why, false);
-                        }
-                    }
+            }
+            Verdict::Inconclusive => {
+                inconclusive += 1;
+                if inconclusive > plan.inconclusive_limit {
+                    return decided(vec!["inconclusive".into()], true);
                 }
             }
+            Verdict::Pass => {}
         }
     }
     Outcome {
@@ -359,6 +236,207 @@ pub fn run(plan: &Plan, rule: Rule, trace: &Trace, intervals: &[(Interval, Inter
         inconclusive: false,
         requests: total_b.requests.min(total_c.requests),
         why: Vec::new(),
+    }
+}
+
+/// A sequential check's data over the stage so far, as the operator reads it.
+fn stage_data(
+    check: &Check,
+    trace: &Trace,
+    baseline: Option<&Interval>,
+    candidate: &Interval,
+) -> Data {
+    match check.metric {
+        Some(BuiltinMetric::ErrorRate) => Data::Errors(rate::Counts {
+            baseline_requests: baseline.map_or(0.0, |b| b.requests),
+            baseline_errors: baseline.map_or(0.0, |b| b.errors),
+            candidate_requests: candidate.requests,
+            candidate_errors: candidate.errors,
+        }),
+        _ => {
+            let queue = check.metric == Some(BuiltinMetric::QueueTime);
+            let (bounds, b, c) = if queue {
+                (
+                    &trace.queue_bounds,
+                    baseline.map(|b| &b.queue),
+                    &candidate.queue,
+                )
+            } else {
+                (
+                    &trace.latency_bounds,
+                    baseline.map(|b| &b.latency),
+                    &candidate.latency,
+                )
+            };
+            Data::Quantile {
+                p: quantile_of(check),
+                baseline: b.map(|b| buckets(bounds, b)),
+                candidate: buckets(bounds, c),
+                floor: queue.then_some(QUEUE_FLOOR),
+            }
+        }
+    }
+}
+
+fn sequential_run(
+    plan: &Plan,
+    rate: f64,
+    trace: &Trace,
+    intervals: &[(Interval, Interval)],
+) -> Outcome {
+    let tested: Vec<(&Judged, Bounds)> = plan
+        .checks
+        .iter()
+        .filter_map(|j| Some((j, sequential_bounds(&j.check, &j.limits)?)))
+        .collect();
+    let tests = tested.iter().map(|(_, b)| b.tests()).sum();
+    let alpha = per_test_alpha(rate, tests, plan.analyses.len());
+    let others: Vec<&Judged> = plan
+        .checks
+        .iter()
+        .filter(|j| sequential_bounds(&j.check, &j.limits).is_none())
+        .collect();
+    let (mut failed, mut inconclusive) = (0, 0);
+    let (mut total_b, mut total_c) = (Interval::default(), Interval::default());
+    let mut last_baseline: Option<Interval> = None;
+    let mut next = intervals.iter();
+    let mut n = 0;
+    for (stage, &duration) in plan.analyses.iter().enumerate() {
+        let full = plan.weights.get(stage).is_some_and(|w| *w >= 100);
+        let (mut stage_b, mut stage_c) = (Interval::default(), Interval::default());
+        let mut k = 0;
+        loop {
+            let Some((b, c)) = next.next() else {
+                // The replay ran out before the experiment ended: not a rollback.
+                return Outcome {
+                    rolled_back_at: None,
+                    inconclusive: false,
+                    requests: total_b.requests.min(total_c.requests),
+                    why: Vec::new(),
+                };
+            };
+            n += 1;
+            k += 1;
+            for (acc, i) in [(&mut stage_b, b), (&mut total_b, b)] {
+                acc.add(i);
+            }
+            for (acc, i) in [(&mut stage_c, c), (&mut total_c, c)] {
+                acc.add(i);
+            }
+            let requests = total_b.requests.min(total_c.requests);
+            let decided = |why: Vec<String>, inconclusive: bool| Outcome {
+                rolled_back_at: Some(n),
+                inconclusive,
+                requests,
+                why,
+            };
+            let baseline = if full {
+                last_baseline.as_ref()
+            } else {
+                Some(&stage_b)
+            };
+            let mut results: Vec<CheckResult> = tested
+                .iter()
+                .map(|(j, bounds)| {
+                    let data = stage_data(&j.check, trace, baseline, &stage_c);
+                    let (verdict, reason, evidence) =
+                        decide(&data, *bounds, alpha, |v| v.to_string());
+                    CheckResult {
+                        name: j.check.display_name(),
+                        baseline: None,
+                        candidate: None,
+                        limit: j.limits.written.clone(),
+                        verdict,
+                        reason: Some(reason),
+                        evidence: Some(evidence),
+                    }
+                })
+                .collect();
+            results.extend(others.iter().map(|j| judged(j, trace, b, c)));
+            let (verdict, _) = aggregate(
+                &results,
+                Some(b.requests),
+                Some(c.requests),
+                plan.min_requests,
+            );
+            let shown = |s: Shown| {
+                results
+                    .iter()
+                    .filter(move |r| r.evidence.as_ref().is_some_and(|e| e.shown == s))
+            };
+            let failing: Vec<String> = results
+                .iter()
+                .filter(|r| r.verdict == Verdict::Fail)
+                .map(|r| r.name.clone())
+                .collect();
+            match verdict {
+                Verdict::Fail if shown(Shown::Worse).next().is_some() => {
+                    return decided(shown(Shown::Worse).map(|r| r.name.clone()).collect(), false);
+                }
+                Verdict::Fail => {
+                    failed += 1;
+                    if failed > plan.failure_limit {
+                        return decided(failing, false);
+                    }
+                }
+                Verdict::Inconclusive => {
+                    let waiting = results
+                        .iter()
+                        .filter(|r| r.verdict != Verdict::Pass)
+                        .all(|r| {
+                            r.evidence
+                                .as_ref()
+                                .is_some_and(|e| e.shown == Shown::Waiting)
+                        });
+                    if !(waiting && k < duration) {
+                        inconclusive += 1;
+                        if inconclusive > plan.inconclusive_limit {
+                            return decided(vec!["inconclusive".into()], true);
+                        }
+                    }
+                }
+                Verdict::Pass => {}
+            }
+            let passed = verdict == Verdict::Pass;
+            let no_worse = !tested.is_empty()
+                && results
+                    .iter()
+                    .filter_map(|r| r.evidence.as_ref())
+                    .all(|e| e.shown == Shown::NoWorse);
+            let early = no_worse && k >= duration.div_ceil(3).max(1);
+            if passed && (k >= duration || early) {
+                break;
+            }
+        }
+        if !full {
+            last_baseline = Some(stage_b);
+        }
+    }
+    Outcome {
+        rolled_back_at: None,
+        inconclusive: false,
+        requests: total_b.requests.min(total_c.requests),
+        why: Vec::new(),
+    }
+}
+
+/// One check judged per interval by the operator's `judge_check`.
+fn judged(j: &Judged, trace: &Trace, b: &Interval, c: &Interval) -> CheckResult {
+    let (verdict, reason) = judge_check(
+        &j.limits,
+        Unit::of(&j.check),
+        value(&j.check, trace, b),
+        value(&j.check, trace, c),
+        None,
+    );
+    CheckResult {
+        name: j.check.display_name(),
+        baseline: None,
+        candidate: None,
+        limit: j.limits.written.clone(),
+        verdict,
+        reason: Some(reason),
+        evidence: None,
     }
 }
 

@@ -75,7 +75,11 @@ fn both_judges_promote_the_same_config_and_roll_back_a_slower_one() {
     for rule in [Rule::PerInterval, Rule::Sequential { alpha: 0.05 }] {
         let mut rng = Rng(1);
         let same = resample(&trace(false), &plan, 5, &mut rng).unwrap();
-        assert_eq!(same.len(), 30);
+        assert_eq!(
+            same.len(),
+            60,
+            "twice the 30 analyses: a waiting stage runs past its duration"
+        );
         assert_eq!(
             run(&plan, rule, &trace(false), &same).rolled_back_at,
             None,

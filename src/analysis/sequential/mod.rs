@@ -8,9 +8,12 @@
 //! - `mixture`: the beta-binomial mixture supermartingale (confseq's, with its golden values).
 //! - `quantile`: a quantile of candidate vs ρ × baseline from histogram bucket counts.
 //! - `rate`: error rates candidate vs ρ × baseline from request and error counts.
+//! - `decide`: one check's verdict, reason and evidence from those tests.
 
+pub mod decide;
 pub mod mixture;
 pub mod quantile;
 pub mod rate;
 
+pub use decide::{decide, per_test_alpha, Bounds, Data, N_OPT};
 pub use quantile::{Buckets, Direction, QuantileTest, RatioBounds, Resolution};

@@ -25,6 +25,28 @@ pub struct Buckets {
 }
 
 impl Buckets {
+    /// Values up to `floor` counted as the floor: "no queueing" (queue times under the
+    /// header's resolution) compares as the floor, as the per-interval rule does. Buckets
+    /// below it go; a bound just under it with no requests keeps the interpolation from
+    /// reading any below it.
+    pub fn floored(&self, floor: f64) -> Buckets {
+        let keep = self.bounds.partition_point(|le| *le < floor);
+        let mut bounds = vec![floor * (1.0 - 1e-9)];
+        let mut cumulative = vec![0.0];
+        bounds.extend_from_slice(&self.bounds[keep..]);
+        cumulative.extend_from_slice(&self.cumulative[keep..]);
+        if !bounds[1..].iter().any(|le| *le >= floor) {
+            // No bound at or above the floor: everything is at most the floor.
+            bounds.push(floor);
+            cumulative.push(self.total);
+        }
+        Buckets {
+            bounds,
+            cumulative,
+            total: self.total,
+        }
+    }
+
     /// From `(le, cumulative count)` pairs in any order, `+Inf` among them. Counts that fall
     /// as `le` rises (a counter reset inside the window, extrapolation) are raised to the
     /// running maximum, as Prometheus's `histogram_quantile` does.
@@ -212,6 +234,17 @@ impl QuantileTest {
             return 0.0;
         }
         let c = Side::new(self, candidate.total, -1.0, true);
+        let exact = self.resolution == Resolution::Exact;
+        evidence(c.least(count_at(candidate, &candidate.bounds, limit, exact)))
+    }
+
+    /// `ln` of the e-value against "the candidate's p-quantile is above `limit`": its
+    /// requests at or below `limit` are too many for that (shown within a `max`).
+    pub fn log_evidence_below(&self, candidate: &Buckets, limit: f64) -> f64 {
+        if candidate.total <= 0.0 || limit.is_nan() {
+            return 0.0;
+        }
+        let c = Side::new(self, candidate.total, 1.0, true);
         let exact = self.resolution == Resolution::Exact;
         evidence(c.least(count_at(candidate, &candidate.bounds, limit, exact)))
     }

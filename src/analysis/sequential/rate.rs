@@ -97,3 +97,19 @@ pub fn log_evidence_above(requests: f64, errors: f64, limit: f64, n_opt: f64) ->
     let mixture = BetaBinomialMixture::new(v(n_opt.max(1.0)), 0.05, limit, 1.0 - limit, true);
     evidence(mixture.log_super_mg(errors - limit * requests, v(requests)))
 }
+
+/// `ln` of the e-value against "the candidate's error rate is above `limit`": its errors are
+/// too few for that (shown within errorRate's `max`).
+pub fn log_evidence_below(requests: f64, errors: f64, limit: f64, n_opt: f64) -> f64 {
+    if requests.is_nan()
+        || requests <= 0.0
+        || !errors.is_finite()
+        || !(0.0..1.0).contains(&limit)
+        || limit == 0.0
+    {
+        return 0.0;
+    }
+    let v = |n: f64| n * limit * (1.0 - limit);
+    let mixture = BetaBinomialMixture::new(v(n_opt.max(1.0)), 0.05, 1.0 - limit, limit, true);
+    evidence(mixture.log_super_mg(limit * requests - errors, v(requests)))
+}

@@ -14,6 +14,7 @@ fn latency_result(b: f64, c: f64) -> CheckResult {
         limit: String::new(),
         verdict: Verdict::Pass,
         reason: None,
+        evidence: None,
     }
 }
 
@@ -99,7 +100,7 @@ fn at_100_percent_the_baseline_reference_is_its_last_measured_value() {
 
 #[test]
 fn the_fit_window_is_the_stage_so_far_within_an_interval_and_a_day() {
-    use crate::analysis::evaluate::fit_window;
+    use crate::analysis::context::fit_window;
     use std::time::Duration;
     let now = Timestamp::UNIX_EPOCH + jiff::SignedDuration::from_secs(100_000);
     let ago = |s: i64| Some(now - jiff::SignedDuration::from_secs(s));
@@ -124,6 +125,7 @@ fn a_queue_time_check_without_the_header_says_so_when_requests_were_served() {
         limit: String::new(),
         verdict: Verdict::Inconclusive,
         reason: Some("no value for the candidate (no baseline value)".into()),
+        evidence: None,
     };
     let checks = vec![result("queueTime", Some(f64::NAN)), result("latency", None)];
     let noted = note_missing_header(&specs, checks.clone(), Some(312.0), 50);

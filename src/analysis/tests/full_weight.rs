@@ -77,6 +77,7 @@ async fn at_full_weight_without_a_reference_the_last_measured_baseline_is_used()
             limit: String::new(),
             verdict: Verdict::Pass,
             reason: None,
+            evidence: None,
         }],
         reason: None,
         capacity: None,

@@ -34,6 +34,7 @@ fn result(name: &str, verdict: Verdict) -> CheckResult {
         limit: String::new(),
         verdict,
         reason: None,
+        evidence: None,
     }
 }
 

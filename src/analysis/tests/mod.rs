@@ -1,3 +1,4 @@
+mod anytime;
 mod capacity;
 mod evaluate;
 mod fixtures;

@@ -110,6 +110,7 @@ fn record(b_req: f64, c_req: f64, base: Option<f64>, cand: Option<f64>) -> Analy
             limit: String::new(),
             verdict: Verdict::Pass,
             reason: None,
+            evidence: None,
         }],
         reason: None,
         capacity: None,

@@ -92,6 +92,7 @@ pub fn failed_analysis() -> AnalysisRecord {
                 limit: "maxIncrease 10%".into(),
                 verdict: Verdict::Pass,
                 reason: None,
+                evidence: None,
             },
             CheckResult {
                 name: "queueTime".into(),
@@ -100,6 +101,7 @@ pub fn failed_analysis() -> AnalysisRecord {
                 limit: "max 50ms".into(),
                 verdict: Verdict::Fail,
                 reason: Some("candidate 459.2ms is above max 50ms".into()),
+                evidence: None,
             },
         ],
         reason: None,

@@ -41,6 +41,7 @@ fn judged(run: &Run, baseline: f64, candidate: f64) -> Option<AnalysisOutcome> {
         limit: limits.written.clone(),
         verdict,
         reason: Some(reason),
+        evidence: None,
     }];
     let min = run.spec.analysis.min_requests;
     // At 100% only the candidate needs minRequests (the baseline serves nothing).

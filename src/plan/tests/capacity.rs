@@ -415,6 +415,7 @@ fn queueing_beyond_its_max_at_the_current_share_refuses_the_step() {
             Verdict::Pass
         },
         reason: None,
+        evidence: None,
     };
     while run.status.stage_started_at.is_none() {
         run.now += 30;

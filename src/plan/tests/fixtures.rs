@@ -52,6 +52,7 @@ pub fn record(verdict: Verdict, secs: i64, stage_index: i32, weight: i32) -> Ana
             limit: "max 500ms".into(),
             verdict,
             reason: None,
+            evidence: None,
         }],
         reason: (verdict == Verdict::Inconclusive).then(|| "no data for the candidate".into()),
         capacity: Some(measured(30.0)),

@@ -23,6 +23,7 @@ mod rollback;
 mod select;
 mod select_gateway;
 mod selection_world;
+mod sequential;
 mod target;
 mod walk;
 

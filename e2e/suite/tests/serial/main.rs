@@ -6,6 +6,7 @@ mod autoscaler;
 mod blind;
 mod capacity;
 mod gateway;
+mod judge;
 mod operator;
 mod promote;
 mod rails;
