@@ -1,6 +1,7 @@
 //! `judge: sequential` on the real cluster (issue 30): README's first manifest judging a
 //! candidate that is the baseline's config (A/A) promotes; a candidate that queues is rolled
-//! back at the first analysis with enough requests, and status shows the bound that decided.
+//! back in its first stage as soon as the bound shows it (one run: the second 10 s analysis,
+//! the first having just enough requests for a bound), and status shows the bound that decided.
 
 use e2e_tests::{alone, ensure, name_of, run, status, Exp, Phase, Progress, Target};
 use serde_json::json;
