@@ -9,7 +9,8 @@ use concurrency_operator::analysis::sequential::{
 use concurrency_operator::analysis::sequential_bounds;
 use concurrency_operator::analysis::{aggregate, judge_check, Limits, Unit};
 use concurrency_operator::api::{
-    parse_duration, BuiltinMetric, Check, CheckResult, ConcurrencyExperimentSpec, Shown, Verdict,
+    parse_duration, BuiltinMetric, Check, CheckResult, ConcurrencyExperimentSpec, Evidence, Shown,
+    Verdict,
 };
 
 use crate::trace::{histogram_quantile, Interval, Trace};
@@ -341,15 +342,7 @@ fn sequential_run(
                     let data = stage_data(&j.check, trace, baseline, &stage_c);
                     let (verdict, reason, evidence) =
                         decide(&data, *bounds, alpha, |v| v.to_string());
-                    CheckResult {
-                        name: j.check.display_name(),
-                        baseline: None,
-                        candidate: None,
-                        limit: j.limits.written.clone(),
-                        verdict,
-                        reason: Some(reason),
-                        evidence: Some(evidence),
-                    }
+                    result(j, verdict, reason, Some(evidence))
                 })
                 .collect();
             results.extend(others.iter().map(|j| judged(j, trace, b, c)));
@@ -429,6 +422,11 @@ fn judged(j: &Judged, trace: &Trace, b: &Interval, c: &Interval) -> CheckResult 
         value(&j.check, trace, c),
         None,
     );
+    result(j, verdict, reason, None)
+}
+
+/// A check's result as the operator records it (no values: the replay needs verdicts).
+fn result(j: &Judged, verdict: Verdict, reason: String, evidence: Option<Evidence>) -> CheckResult {
     CheckResult {
         name: j.check.display_name(),
         baseline: None,
@@ -436,7 +434,7 @@ fn judged(j: &Judged, trace: &Trace, b: &Interval, c: &Interval) -> CheckResult 
         limit: j.limits.written.clone(),
         verdict,
         reason: Some(reason),
-        evidence: None,
+        evidence,
     }
 }
 

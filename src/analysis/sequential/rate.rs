@@ -85,12 +85,7 @@ pub fn ratio_bounds(intervals: &[Counts], alpha: f64) -> RatioBounds {
 /// `ln` of the e-value against "the candidate's error rate is at most `limit`" (errorRate's
 /// absolute `max`), from all its requests and errors so far; tuned for `n_opt` requests.
 pub fn log_evidence_above(requests: f64, errors: f64, limit: f64, n_opt: f64) -> f64 {
-    if requests.is_nan()
-        || requests <= 0.0
-        || !errors.is_finite()
-        || !(0.0..1.0).contains(&limit)
-        || limit == 0.0
-    {
+    if !one_sample_usable(requests, errors, limit) {
         return 0.0;
     }
     let v = |n: f64| n * limit * (1.0 - limit);
@@ -101,15 +96,15 @@ pub fn log_evidence_above(requests: f64, errors: f64, limit: f64, n_opt: f64) ->
 /// `ln` of the e-value against "the candidate's error rate is above `limit`": its errors are
 /// too few for that (shown within errorRate's `max`).
 pub fn log_evidence_below(requests: f64, errors: f64, limit: f64, n_opt: f64) -> f64 {
-    if requests.is_nan()
-        || requests <= 0.0
-        || !errors.is_finite()
-        || !(0.0..1.0).contains(&limit)
-        || limit == 0.0
-    {
+    if !one_sample_usable(requests, errors, limit) {
         return 0.0;
     }
     let v = |n: f64| n * limit * (1.0 - limit);
     let mixture = BetaBinomialMixture::new(v(n_opt.max(1.0)), 0.05, 1.0 - limit, limit, true);
     evidence(mixture.log_super_mg(limit * requests - errors, v(requests)))
+}
+
+/// Counts and a limit a one-sample test can use: some requests, finite errors, 0 < limit < 1.
+fn one_sample_usable(requests: f64, errors: f64, limit: f64) -> bool {
+    requests > 0.0 && errors.is_finite() && limit > 0.0 && limit < 1.0
 }

@@ -407,3 +407,16 @@ pub fn condition(status: &ConcurrencyExperimentStatus, type_: &str) -> (String, 
 pub fn secs(d: Option<Duration>) -> u64 {
     d.map(|d| d.as_secs()).unwrap_or(0)
 }
+
+/// A run whose stage 1 split is in force at t = 10 s (6 replicas, 2 + 4).
+pub fn in_stage_one() -> Run {
+    let mut run = Run::new(spec(), 6);
+    run.tick(None);
+    for _ in 0..2 {
+        run.now += 5;
+        run.tick(None);
+    }
+    assert_eq!(run.status.stage_started_at, Some(Time(at(10))));
+    run.log.clear();
+    run
+}

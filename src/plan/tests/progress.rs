@@ -4,19 +4,6 @@
 use super::*;
 use crate::api::{OriginalState, Phase, Recommendation};
 
-/// A run whose stage 1 split is in force at t = 10 s (6 replicas, 2 + 4).
-fn in_stage_one() -> Run {
-    let mut run = Run::new(spec(), 6);
-    run.tick(None);
-    for _ in 0..2 {
-        run.now += 5;
-        run.tick(None);
-    }
-    assert_eq!(run.status.stage_started_at, Some(Time(at(10))));
-    run.log.clear();
-    run
-}
-
 #[test]
 fn pending_waits_for_a_missing_target() {
     let mut run = Run::new(spec(), 6);

@@ -5,19 +5,6 @@
 use super::*;
 use crate::api::{Evidence, Phase, Shown};
 
-/// A run whose stage 1 (10 min) split is in force at t = 10 s.
-fn in_stage_one() -> Run {
-    let mut run = Run::new(spec(), 6);
-    run.tick(None);
-    for _ in 0..2 {
-        run.now += 5;
-        run.tick(None);
-    }
-    assert_eq!(run.status.stage_started_at, Some(Time(at(10))));
-    run.log.clear();
-    run
-}
-
 /// One analysis whose latency check is a sequential test that shows `shown`.
 fn analysis(run: &mut Run, secs: i64, shown: Shown) {
     run.now += secs;
