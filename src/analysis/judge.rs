@@ -2,8 +2,7 @@
 //! checks. Missing or non-finite data is Inconclusive, never Pass.
 
 use crate::api::{
-    parse_percent, AnalysisRecord, BuiltinMetric, Check, CheckResult, Limit, QuantityError, Shown,
-    Verdict,
+    parse_percent, AnalysisRecord, BuiltinMetric, Check, CheckResult, Limit, QuantityError, Verdict,
 };
 
 use super::stats::{allowed_above, MannWhitney};
@@ -339,7 +338,7 @@ pub fn aggregate(
     // interval: a thin interval does not hide it.
     let shown_worse: Vec<&str> = checks
         .iter()
-        .filter(|c| c.verdict == Verdict::Fail && shown(c) == Some(Shown::Worse))
+        .filter(|c| c.shown_worse())
         .map(|c| c.name.as_str())
         .collect();
     if !shown_worse.is_empty() {
@@ -386,9 +385,4 @@ pub fn aggregate(
             count(candidate_requests)
         ),
     )
-}
-
-/// What a sequential check has shown; `None` for a check judged per interval.
-pub fn shown(check: &CheckResult) -> Option<Shown> {
-    check.evidence.as_ref().map(|e| e.shown)
 }

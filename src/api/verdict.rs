@@ -43,6 +43,19 @@ pub struct CheckResult {
     pub evidence: Option<Evidence>,
 }
 
+impl CheckResult {
+    /// What its sequential test has shown; `None` for a check judged per interval.
+    pub fn shown(&self) -> Option<Shown> {
+        self.evidence.as_ref().map(|e| e.shown)
+    }
+
+    /// It failed because its sequential test showed the candidate beyond a limit: a verdict
+    /// on the whole stage, which neither a thin interval nor `failureLimit` holds back.
+    pub fn shown_worse(&self) -> bool {
+        self.verdict == Verdict::Fail && self.shown() == Some(Shown::Worse)
+    }
+}
+
 /// A sequential check's evidence over every request of the stage so far: the bounds it has
 /// shown on candidate / baseline, and what they decide. Bounds hold at the experiment's
 /// `falseRollbackRate` (split over its tests), however often they are looked at.

@@ -10,7 +10,7 @@ use jiff::Timestamp;
 use std::collections::BTreeMap;
 
 use crate::api::{
-    truncate, AnalysisRecord, BaselineReference, ConcurrencyExperimentSpec,
+    truncate, AnalysisRecord, BaselineReference, CheckResult, ConcurrencyExperimentSpec,
     ConcurrencyExperimentStatus, InconclusiveAction, Shown, Verdict, QUERY_BYTES,
 };
 
@@ -64,7 +64,7 @@ pub fn record(cx: &mut Ctx, stage_index: usize, stage_end: Option<Timestamp>) ->
             }
             false
         }
-        Verdict::Fail if shown_worse(rec) => {
+        Verdict::Fail if shown_worse(&rec.checks) => {
             // An anytime-valid test crossed its bound: the evidence is already as strong as
             // the experiment asked for, so no further failed analysis is waited for.
             st.failed_analyses += 1;
@@ -94,7 +94,9 @@ pub fn record(cx: &mut Ctx, stage_index: usize, stage_end: Option<Timestamp>) ->
             }
             false
         }
-        Verdict::Inconclusive if waiting(rec) && stage_end.is_some_and(|end| rec.at.0 < end) => {
+        Verdict::Inconclusive
+            if only_waiting(&rec.checks) && stage_end.is_some_and(|end| rec.at.0 < end) =>
+        {
             // Sequential checks still collecting the requests any bound needs: the stage's
             // time is theirs; only when it is over does "not enough data" count.
             false
@@ -279,29 +281,22 @@ pub fn value(v: Option<f64>) -> String {
 }
 
 /// A sequential check of the analysis showed the candidate beyond a limit.
-pub fn shown_worse(rec: &AnalysisRecord) -> bool {
-    rec.checks
-        .iter()
-        .any(|c| c.verdict == Verdict::Fail && shown(c) == Some(Shown::Worse))
+pub fn shown_worse(checks: &[CheckResult]) -> bool {
+    checks.iter().any(CheckResult::shown_worse)
 }
 
 /// The analysis is inconclusive only because sequential checks wait for requests.
-fn waiting(rec: &AnalysisRecord) -> bool {
-    let open: Vec<_> = rec
-        .checks
+pub fn only_waiting(checks: &[CheckResult]) -> bool {
+    let mut open = checks
         .iter()
         .filter(|c| c.verdict != Verdict::Pass)
-        .collect();
-    !open.is_empty() && open.iter().all(|c| shown(c) == Some(Shown::Waiting))
+        .peekable();
+    open.peek().is_some() && open.all(|c| c.shown() == Some(Shown::Waiting))
 }
 
 /// Every sequential check of the analysis shows the candidate within its limits (and there is
 /// at least one): with all other checks passing, the stage may end early.
-pub fn shown_no_worse(rec: &AnalysisRecord) -> bool {
-    let mut seq = rec.checks.iter().filter_map(shown).peekable();
+pub fn shown_no_worse(checks: &[CheckResult]) -> bool {
+    let mut seq = checks.iter().filter_map(CheckResult::shown).peekable();
     seq.peek().is_some() && seq.all(|s| s == Shown::NoWorse)
-}
-
-fn shown(c: &crate::api::CheckResult) -> Option<Shown> {
-    c.evidence.as_ref().map(|e| e.shown)
 }

@@ -115,7 +115,10 @@ mod split;
 mod timing;
 mod validate;
 
-pub use analysis::{failing_checks, INCONCLUSIVE_LIMIT, KEPT_ANALYSES, NO_DATA_LIMIT};
+pub use analysis::{
+    failing_checks, only_waiting, shown_no_worse, shown_worse, INCONCLUSIVE_LIMIT, KEPT_ANALYSES,
+    NO_DATA_LIMIT,
+};
 pub use capacity::{CAPACITY_GATE_OFF, CAPACITY_UNKNOWN, INSUFFICIENT_CAPACITY};
 pub use elimination::{CANDIDATE_ELIMINATED, LOW_SIGNAL_UTILIZATION};
 pub use machine::{carries_the_whole_load, step, AUTOSCALE_PERIOD};

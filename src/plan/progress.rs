@@ -312,7 +312,7 @@ fn early_end(cx: &Ctx, t: &Timing, index: usize, started: jiff::Timestamp) -> bo
     let minimum = (t.stage(index) / 3).max(t.interval);
     let long_enough = timing::add(started, minimum).is_some_and(|at| cx.now() >= at);
     let latest = cx.status.analyses.last().filter(|a| a.at.0 >= started);
-    long_enough && latest.is_some_and(analysis::shown_no_worse)
+    long_enough && latest.is_some_and(|a| analysis::shown_no_worse(&a.checks))
 }
 
 /// The status message, condition reason and requeue time for the state reached. `waiting`:

@@ -9,9 +9,9 @@ use concurrency_operator::analysis::sequential::{
 use concurrency_operator::analysis::sequential_bounds;
 use concurrency_operator::analysis::{aggregate, judge_check, Limits, Unit};
 use concurrency_operator::api::{
-    parse_duration, BuiltinMetric, Check, CheckResult, ConcurrencyExperimentSpec, Evidence, Shown,
-    Verdict,
+    parse_duration, BuiltinMetric, Check, CheckResult, ConcurrencyExperimentSpec, Evidence, Verdict,
 };
+use concurrency_operator::plan::{only_waiting, shown_no_worse, shown_worse};
 
 use crate::trace::{histogram_quantile, Interval, Trace};
 
@@ -352,19 +352,15 @@ fn sequential_run(
                 Some(c.requests),
                 plan.min_requests,
             );
-            let shown = |s: Shown| {
-                results
-                    .iter()
-                    .filter(move |r| r.evidence.as_ref().is_some_and(|e| e.shown == s))
-            };
             let failing: Vec<String> = results
                 .iter()
                 .filter(|r| r.verdict == Verdict::Fail)
                 .map(|r| r.name.clone())
                 .collect();
             match verdict {
-                Verdict::Fail if shown(Shown::Worse).next().is_some() => {
-                    return decided(shown(Shown::Worse).map(|r| r.name.clone()).collect(), false);
+                Verdict::Fail if shown_worse(&results) => {
+                    let why = results.iter().filter(|r| r.shown_worse());
+                    return decided(why.map(|r| r.name.clone()).collect(), false);
                 }
                 Verdict::Fail => {
                     failed += 1;
@@ -373,15 +369,7 @@ fn sequential_run(
                     }
                 }
                 Verdict::Inconclusive => {
-                    let waiting = results
-                        .iter()
-                        .filter(|r| r.verdict != Verdict::Pass)
-                        .all(|r| {
-                            r.evidence
-                                .as_ref()
-                                .is_some_and(|e| e.shown == Shown::Waiting)
-                        });
-                    if !(waiting && k < duration) {
+                    if !(only_waiting(&results) && k < duration) {
                         inconclusive += 1;
                         if inconclusive > plan.inconclusive_limit {
                             return decided(vec!["inconclusive".into()], true);
@@ -391,12 +379,7 @@ fn sequential_run(
                 Verdict::Pass => {}
             }
             let passed = verdict == Verdict::Pass;
-            let no_worse = !tested.is_empty()
-                && results
-                    .iter()
-                    .filter_map(|r| r.evidence.as_ref())
-                    .all(|e| e.shown == Shown::NoWorse);
-            let early = no_worse && k >= duration.div_ceil(3).max(1);
+            let early = shown_no_worse(&results) && k >= duration.div_ceil(3).max(1);
             if passed && (k >= duration || early) {
                 break;
             }

@@ -57,8 +57,11 @@ pub fn decide(
     alpha: f64,
     show: impl Fn(f64) -> String,
 ) -> (Verdict, String, Evidence) {
-    let threshold = (1.0 / alpha).ln();
-    let level = format!("at {}", percent(alpha));
+    let level = Level {
+        alpha,
+        threshold: (1.0 / alpha).ln(),
+        text: format!("at {}", percent(alpha)),
+    };
     match data {
         Data::Quantile {
             p,
@@ -71,17 +74,28 @@ pub fn decide(
                 (Some(b), Some(f)) => Some(b.floored(*f)),
                 (b, _) => b.clone(),
             };
-            quantile(
-                &test,
-                baseline.as_ref(),
-                candidate,
-                bounds,
-                threshold,
-                &level,
-                show,
-            )
+            quantile(&test, baseline.as_ref(), candidate, bounds, &level, show)
         }
-        Data::Errors(counts) => errors(counts, bounds, threshold, &level, show),
+        Data::Errors(counts) => errors(counts, bounds, &level, show),
+    }
+}
+
+/// One test's level: α, the `ln(1/α)` its evidence must reach, and how a reason says it.
+struct Level {
+    alpha: f64,
+    threshold: f64,
+    text: String,
+}
+
+/// Evidence before any test has shown anything: `waiting`, with the requests so far.
+fn waiting(candidate: f64, baseline: Option<f64>) -> Evidence {
+    Evidence {
+        shown: Shown::Waiting,
+        ratio_above: None,
+        ratio_within: None,
+        candidate_requests: candidate.round(),
+        baseline_requests: baseline.map(f64::round),
+        needs_requests: None,
     }
 }
 
@@ -101,22 +115,18 @@ fn quantile(
     baseline: Option<&Buckets>,
     candidate: &Buckets,
     bounds: Bounds,
-    threshold: f64,
-    level: &str,
+    level: &Level,
     show: impl Fn(f64) -> String,
 ) -> (Verdict, String, Evidence) {
-    let alpha = (-threshold).exp();
+    let Level {
+        alpha,
+        threshold,
+        text: ref level,
+    } = *level;
     let q = format!("p{}", trim_quantile(test.p));
     let needed = test.minimum_requests(alpha, Direction::Worse);
     let (nc, nb) = (candidate.total, baseline.map(|b| b.total));
-    let mut evidence = Evidence {
-        shown: Shown::Waiting,
-        ratio_above: None,
-        ratio_within: None,
-        candidate_requests: nc.round(),
-        baseline_requests: nb.map(f64::round),
-        needs_requests: None,
-    };
+    let mut evidence = waiting(nc, nb);
     let ratio_baseline = bounds.ratio.map(|r| (r, baseline));
     if let Some((_, None)) = ratio_baseline {
         if bounds.max.is_none() {
@@ -190,20 +200,19 @@ fn quantile(
 fn errors(
     counts: &Counts,
     bounds: Bounds,
-    threshold: f64,
-    level: &str,
+    level: &Level,
     show: impl Fn(f64) -> String,
 ) -> (Verdict, String, Evidence) {
-    let alpha = (-threshold).exp();
+    let Level {
+        alpha,
+        threshold,
+        text: ref level,
+    } = *level;
     let has_baseline = counts.baseline_requests > 0.0;
-    let mut evidence = Evidence {
-        shown: Shown::Waiting,
-        ratio_above: None,
-        ratio_within: None,
-        candidate_requests: counts.candidate_requests.round(),
-        baseline_requests: has_baseline.then(|| counts.baseline_requests.round()),
-        needs_requests: None,
-    };
+    let mut evidence = waiting(
+        counts.candidate_requests,
+        has_baseline.then_some(counts.baseline_requests),
+    );
     if counts.candidate_requests.is_nan() || counts.candidate_requests <= 0.0 {
         return (
             Verdict::Inconclusive,
