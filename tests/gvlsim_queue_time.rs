@@ -84,7 +84,7 @@ async fn too_few_threads_pass_latency_but_fail_queue_time() {
     let mut prom = start_prometheus(NAMESPACE, &targets);
     // Enough connections that requests wait at the server (where they would wait behind a
     // load balancer), not for a free load connection, which would hide them from the stamp.
-    let load_secs = 20;
+    let load_secs = 30;
     let _loads = [
         gvlsim::start_load(baseline_addr, RATE, load_secs, 200),
         gvlsim::start_load(candidate_addr, RATE, load_secs, 200),
@@ -99,6 +99,30 @@ async fn too_few_threads_pass_latency_but_fail_queue_time() {
     let settled = Duration::from_secs(WINDOW_SECS + 3);
     if let Some(left) = settled.checked_sub(loaded.elapsed()) {
         tokio::time::sleep(left).await;
+    }
+    // The load is a process of its own: on a busy 2-core machine it can start seconds after it
+    // was spawned, and a clean CI run read 5/6 again with the sleep above alone. So wait until
+    // every scrape of the analysis window saw a request queued at the candidate (the load in
+    // force, not yet what the checks conclude from it).
+    let loaded_window = format!(
+        r#"min_over_time(puma_backlog{{namespace="{NAMESPACE}",pod="{}"}}[{WINDOW_SECS}s])"#,
+        targets[1].0
+    );
+    loop {
+        let queued = client
+            .query_value(&loaded_window, jiff::Timestamp::now())
+            .await
+            .ok()
+            .flatten();
+        if queued.is_some_and(|q| q > 0.0) {
+            break;
+        }
+        assert!(
+            loaded.elapsed() < Duration::from_secs(load_secs - WINDOW_SECS),
+            "the candidate never had a request queued at every scrape of a {WINDOW_SECS} s window \
+             (last {queued:?}): the load did not reach it"
+        );
+        tokio::time::sleep(Duration::from_millis(500)).await;
     }
 
     let ctx = gvlsim::storefront_context(NAMESPACE);
