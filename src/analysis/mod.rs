@@ -55,7 +55,7 @@ pub use selection::{
 };
 pub use source::{MetricSource, PrometheusError};
 pub use stats::{compare, mann_whitney_greater, samples, MannWhitney};
-pub use summary::SummaryError;
+pub use summary::{check_query, SummaryError};
 pub use template::{
     escape_label_value, escape_regex, pods_regex, pods_regex_any, render, TemplateError,
     TemplateVars,

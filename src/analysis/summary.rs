@@ -104,6 +104,43 @@ pub(super) async fn variant_queries(
     Ok((b?, c?))
 }
 
+/// One variant's query for `check`, as an analysis at `at` sends it (the report redraws a
+/// check's history with it).
+pub async fn check_query(
+    source: &impl MetricSource,
+    check: &Check,
+    names: &MetricNames,
+    vars: &TemplateVars,
+    variant: &'static str,
+    at: Timestamp,
+) -> Result<String, String> {
+    let template = super::validate::check_template(check, names).map_err(|e| e.to_string())?;
+    let name = check.display_name();
+    let probe = match check.metric {
+        Some(m) if names.may_be_summaries && check.query.is_none() => quantile_metric(m, names)
+            .transpose()
+            .map_err(|e| e.to_string())?
+            .map(|metric| (m, metric)),
+        _ => None,
+    };
+    let Some((which, (field, metric))) = probe else {
+        return render(&name, &template, vars).map_err(|e| e.to_string());
+    };
+    let probe = Probe {
+        source,
+        name: &name,
+        which,
+        quantile: check.quantile,
+        field,
+        metric,
+        at,
+    };
+    probe
+        .query(&template, vars, variant)
+        .await
+        .map_err(|e| e.to_string())
+}
+
 struct Probe<'a, S> {
     source: &'a S,
     name: &'a str,

@@ -57,6 +57,52 @@ pub enum Command {
     Recommend(RecommendArgs),
     /// Print a starter ConcurrencyExperiment for a Deployment.
     Init(InitArgs),
+    /// Write the whole experiment as one HTML file (charts per check from Prometheus, stages,
+    /// weights, verdicts, capacity, ranking, decision); opens with no network.
+    Report(ReportArgs),
+    /// Serve a local, read-only web page of every experiment the kubeconfig can see, live,
+    /// with each one's report.
+    Dashboard(DashboardArgs),
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct DashboardArgs {
+    /// Address to listen on; anything but loopback shows the experiments to whoever reaches it.
+    #[arg(long, default_value = "127.0.0.1")]
+    pub address: std::net::IpAddr,
+    /// Port to listen on (0: any free port).
+    #[arg(long, default_value_t = 8080)]
+    pub port: u16,
+    /// Only the namespace of `-n` (or the context's), not every namespace the kubeconfig can list.
+    #[arg(long = "only-namespace")]
+    pub namespaced: bool,
+    /// Prometheus base URL for the reports, as this machine reaches it; default: each
+    /// experiment's.
+    #[arg(long, env = "PROMETHEUS_URL")]
+    pub prometheus: Option<String>,
+    /// Timeout of each Prometheus query of a report.
+    #[arg(long, default_value = "20s", value_parser = duration)]
+    pub timeout: Duration,
+    #[command(flatten)]
+    pub access: PrometheusAccess,
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct ReportArgs {
+    /// The experiment.
+    pub name: String,
+    /// Prometheus base URL as this machine reaches it; default: the experiment's
+    /// (spec.analysis.prometheus.url, often reachable only inside the cluster).
+    #[arg(long, env = "PROMETHEUS_URL")]
+    pub prometheus: Option<String>,
+    /// Where to write it; default: NAME.html; `-` for standard output.
+    #[arg(short = 'o', long, value_name = "FILE")]
+    pub output: Option<PathBuf>,
+    /// Timeout of each Prometheus query.
+    #[arg(long, default_value = "20s", value_parser = duration)]
+    pub timeout: Duration,
+    #[command(flatten)]
+    pub access: PrometheusAccess,
 }
 
 #[derive(Args, Debug, Clone)]

@@ -9,12 +9,14 @@
 pub mod capacity;
 pub mod cli;
 pub mod control;
+pub mod dashboard;
 pub mod follow;
 pub mod get;
 pub mod history;
 pub mod init;
 pub mod recommend;
 pub mod render;
+pub mod report;
 pub mod selection;
 pub mod table;
 
@@ -261,6 +263,8 @@ pub async fn run(
         Command::History(a) => history::run(session, &a.name, out).await,
         Command::Recommend(args) => recommend::run(session, &args, out).await,
         Command::Init(args) => init::run(session, &args, out).await,
+        Command::Report(args) => report::run(session, &args, out).await,
+        Command::Dashboard(args) => dashboard::run(session, &args, out).await,
     }
 }
 

@@ -68,7 +68,7 @@ fn variant_line(v: &VariantStatus) -> String {
 }
 
 /// Why the experiment is paused or held, and the command that continues it.
-fn hold_lines(exp: &ConcurrencyExperiment, st: &ConcurrencyExperimentStatus) -> Vec<String> {
+pub fn hold_lines(exp: &ConcurrencyExperiment, st: &ConcurrencyExperimentStatus) -> Vec<String> {
     let name = exp.name_any();
     let mut lines = Vec::new();
     if st.phase == Phase::RolledBack {

@@ -50,6 +50,8 @@ const MAX_GET_QUERY: usize = 4096;
 /// Longest piece of a Prometheus or proxy error message kept in a reason.
 const MAX_ERROR_TEXT: usize = 512;
 
+/// Most steps a range query asks for: Prometheus' own limit per series.
+pub const MAX_RANGE_POINTS: usize = 11_000;
 /// Told how long each query took (answered or not), e.g. to feed a histogram.
 pub type QueryTimer = Arc<dyn Fn(Duration) + Send + Sync>;
 
@@ -58,6 +60,8 @@ pub struct PrometheusClient {
     http: reqwest::Client,
     /// `<url>/api/v1/query`, without userinfo (that is sent as basic auth).
     endpoint: reqwest::Url,
+    /// `<url>/api/v1/query_range`, the same way.
+    range_endpoint: reqwest::Url,
     /// The base URL as it may be printed.
     display: String,
     auth: Auth,
@@ -102,6 +106,8 @@ impl PrometheusClient {
         let _ = base.set_password(None);
         let path = format!("{}/api/v1/query", base.path().trim_end_matches('/'));
         base.set_path(&path);
+        let mut range_endpoint = base.clone();
+        range_endpoint.set_path(&format!("{path}_range"));
         let mut headers = HeaderMap::new();
         for (k, v) in &provider.headers {
             let name = HeaderName::from_bytes(k.as_bytes())
@@ -114,6 +120,7 @@ impl PrometheusClient {
         Ok(Self {
             http,
             endpoint: base,
+            range_endpoint,
             display,
             auth: provider.auth.clone(),
             url_auth,
@@ -165,47 +172,85 @@ impl PrometheusClient {
         parse_by_label(status, &body, self.timeout, label)
     }
 
+    /// Evaluates `promql` from `start` to `end` every `step` (the report's history): the one
+    /// series it yields, as `(unix seconds, value)` points; none for no data. At most
+    /// [`MAX_RANGE_POINTS`] steps are asked for, and several series are an error as for
+    /// `query_value`.
+    pub async fn query_range(
+        &self,
+        promql: &str,
+        start: Timestamp,
+        end: Timestamp,
+        step: Duration,
+    ) -> Result<Vec<(f64, f64)>, PrometheusError> {
+        let step_s = step.as_secs_f64().max(1.0);
+        let span = (end.as_second() - start.as_second()).max(0) as f64;
+        if span / step_s > MAX_RANGE_POINTS as f64 {
+            return Err(PrometheusError::BadQuery(format!(
+                "a range of {span} s every {step_s} s is more than {MAX_RANGE_POINTS} points"
+            )));
+        }
+        let params = [
+            ("query", promql.to_string()),
+            ("start", unix(start)),
+            ("end", unix(end)),
+            ("step", format!("{step_s}")),
+        ];
+        let started = Instant::now();
+        let answer =
+            tokio::time::timeout(self.timeout, self.request(&self.range_endpoint, &params)).await;
+        if let Some(timer) = &self.timer {
+            timer(started.elapsed());
+        }
+        let (status, body) = answer.map_err(|_| PrometheusError::Timeout(self.timeout))??;
+        parse_range(status, &body, self.timeout)
+    }
+
     async fn timed_query(
         &self,
         promql: &str,
         at: Timestamp,
     ) -> Result<(u16, Vec<u8>), PrometheusError> {
         let started = Instant::now();
-        let answer = tokio::time::timeout(self.timeout, self.query(promql, at)).await;
+        let params = [("query", promql.to_string()), ("time", unix(at))];
+        let answer =
+            tokio::time::timeout(self.timeout, self.request(&self.endpoint, &params)).await;
         if let Some(timer) = &self.timer {
             timer(started.elapsed());
         }
         answer.map_err(|_| PrometheusError::Timeout(self.timeout))?
     }
 
-    async fn query(&self, promql: &str, at: Timestamp) -> Result<(u16, Vec<u8>), PrometheusError> {
+    async fn request(
+        &self,
+        endpoint: &reqwest::Url,
+        params: &[(&str, String)],
+    ) -> Result<(u16, Vec<u8>), PrometheusError> {
         let _slot = self
             .slots
             .acquire()
             .await
             .map_err(|_| PrometheusError::Server("the client is shutting down".into()))?;
         let millis = self.timeout.as_millis();
-        let time = format!(
-            "{}.{:03}",
-            at.as_second(),
-            at.subsec_millisecond().unsigned_abs()
-        );
-        let form = form_urlencoded::Serializer::new(String::new())
-            .append_pair("query", promql)
-            .append_pair("time", &time)
-            .append_pair("timeout", &format!("{millis}ms"))
-            .finish();
+        // In a block: the serializer is not `Send` and must be gone before the first await.
+        let form = {
+            let mut form = form_urlencoded::Serializer::new(String::new());
+            for (k, v) in params {
+                form.append_pair(k, v);
+            }
+            form.append_pair("timeout", &format!("{millis}ms")).finish()
+        };
         // GET as Grafana and promtool do; a long query (rendered custom checks) goes as a POST
         // form instead, since proxies often cap the request line at 8 KiB.
         let mut request = match form.len() > MAX_GET_QUERY {
             false => {
-                let mut url = self.endpoint.clone();
+                let mut url = endpoint.clone();
                 url.set_query(Some(&form));
                 self.http.get(url)
             }
             true => self
                 .http
-                .post(self.endpoint.clone())
+                .post(endpoint.clone())
                 .header(
                     reqwest::header::CONTENT_TYPE,
                     "application/x-www-form-urlencoded",
@@ -269,6 +314,15 @@ impl PrometheusClient {
             false => PrometheusError::Server(message),
         }
     }
+}
+
+/// A time as Prometheus' API takes it: unix seconds with milliseconds.
+fn unix(at: Timestamp) -> String {
+    format!(
+        "{}.{:03}",
+        at.as_second(),
+        at.subsec_millisecond().unsigned_abs()
+    )
 }
 
 fn percent_decode(s: &str) -> String {
@@ -356,9 +410,20 @@ struct Body {
 enum Data {
     Scalar(Sample),
     Vector(Vec<Series>),
-    Matrix(serde::de::IgnoredAny),
+    Matrix(Vec<RangeSeries>),
     String(serde::de::IgnoredAny),
 }
+
+/// One series of a range answer. A native histogram has `histograms`, not `values`.
+#[derive(Deserialize)]
+struct RangeSeries {
+    #[serde(default)]
+    values: Vec<Point>,
+}
+
+/// `[<unix seconds>, "<value>"]` with its time.
+#[derive(Deserialize)]
+struct Point(f64, String);
 
 /// `[<unix seconds>, "<value>"]`.
 #[derive(Deserialize)]
@@ -416,6 +481,35 @@ pub(crate) fn parse_by_label(
         out.push((truncate(key, 64), number(&sample.1)?));
     }
     Ok(out)
+}
+
+/// The one series of a range answer (none: no data), as `(unix seconds, value)`.
+pub(crate) fn parse_range(
+    status: u16,
+    body: &[u8],
+    timeout: Duration,
+) -> Result<Vec<(f64, f64)>, PrometheusError> {
+    let series = match parse_data(status, body, timeout)? {
+        Data::Matrix(m) => m,
+        Data::Vector(_) | Data::Scalar(_) => {
+            return Err(PrometheusError::NotOneValue(
+                "an instant answer to a range query".into(),
+            ))
+        }
+        Data::String(_) => return Err(PrometheusError::NotOneValue("a string".into())),
+    };
+    match series.as_slice() {
+        [] => Ok(Vec::new()),
+        [one] => one
+            .values
+            .iter()
+            .map(|p| Ok((p.0, number(&p.1)?)))
+            .collect(),
+        more => Err(PrometheusError::NotOneValue(format!(
+            "{} series",
+            more.len()
+        ))),
+    }
 }
 
 /// The value an answer holds, or the error it reports. Prometheus answers errors with a JSON

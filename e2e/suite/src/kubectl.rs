@@ -52,3 +52,109 @@ pub fn kc_spawn(args: &[&str]) -> Result<tokio::process::Child> {
         .spawn()
         .context("starting kubectl-concurrency")
 }
+
+/// `kubectl concurrency report NAME` of a finished experiment, checked against its status:
+/// every analysis status keeps is in the report's table with the same values and verdicts,
+/// and every queried check was redrawn from Prometheus for both variants. The page is kept
+/// in `artifacts/e2e/` of the checkout. Returns the page.
+pub async fn report_matches_status(
+    ns: &str,
+    exp: &concurrency_operator::api::ConcurrencyExperiment,
+) -> Result<String> {
+    use kube::ResourceExt;
+    let name = exp.name_any();
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../artifacts/e2e");
+    std::fs::create_dir_all(&dir)?;
+    let file = dir.join(format!("{ns}-{name}.html"));
+    let prometheus = std::env::var("PROMETHEUS_URL").context("PROMETHEUS_URL is not set")?;
+    let file_arg = file.display().to_string();
+    let (ok, out) = kc(&[
+        "-n",
+        ns,
+        "report",
+        &name,
+        "--prometheus",
+        &prometheus,
+        "-o",
+        &file_arg,
+    ])
+    .await?;
+    anyhow::ensure!(ok, "report failed: {out}");
+    let html = std::fs::read_to_string(&file)?;
+    let rows: Vec<[String; 5]> = html
+        .split(r#"<tr class="analysis" "#)
+        .skip(1)
+        .map(|row| {
+            [
+                "data-at",
+                "data-check",
+                "data-baseline",
+                "data-candidate",
+                "data-verdict",
+            ]
+            .map(|a| attr(row, a).unwrap_or_default())
+        })
+        .collect();
+    let status = exp.status.clone().unwrap_or_default();
+    let mut want = Vec::new();
+    for a in &status.analyses {
+        for c in &a.checks {
+            let raw = |v: Option<f64>| v.map(|v| v.to_string()).unwrap_or_default();
+            want.push([
+                a.at.0.strftime("%Y-%m-%dT%H:%M:%SZ").to_string(),
+                c.name.clone(),
+                raw(c.baseline),
+                raw(c.candidate),
+                c.verdict.as_str().to_string(),
+            ]);
+        }
+    }
+    anyhow::ensure!(
+        rows == want,
+        "the report's analyses differ from status:\nreport {rows:?}\nstatus {want:?}"
+    );
+    for check in &exp.spec.analysis.checks {
+        if concurrency_operator::analysis::is_headroom(check) {
+            continue;
+        }
+        let check = check.display_name();
+        let section = html
+            .split(&format!(r#"<section class="check" data-check="{check}">"#))
+            .nth(1)
+            .and_then(|s| s.split("</section>").next())
+            .with_context(|| format!("no chart for check {check}"))?;
+        for variant in ["baseline", "candidate"] {
+            let points = section
+                .split(&format!(
+                    r#"<g class="series {variant}" data-series="{variant}" "#
+                ))
+                .nth(1)
+                .and_then(|s| attr(s, "data-points"))
+                .and_then(|p| p.parse::<usize>().ok())
+                .unwrap_or(0);
+            anyhow::ensure!(
+                points > 0,
+                "check {check}: no {variant} series redrawn from Prometheus in the report"
+            );
+        }
+    }
+    Ok(html)
+}
+
+/// The value of `name="…"` in the first tag of `html`.
+fn attr(html: &str, name: &str) -> Option<String> {
+    let tag = html.split('>').next()?;
+    let value = tag
+        .split(&format!(r#"{name}=""#))
+        .nth(1)?
+        .split('"')
+        .next()?;
+    Some(
+        value
+            .replace("&quot;", "\"")
+            .replace("&#39;", "'")
+            .replace("&lt;", "<")
+            .replace("&gt;", ">")
+            .replace("&amp;", "&"),
+    )
+}

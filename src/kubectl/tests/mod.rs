@@ -4,6 +4,7 @@
 mod capacity;
 mod cli;
 mod control;
+mod dashboard;
 mod external;
 mod fixtures;
 mod get;
@@ -12,4 +13,5 @@ mod init;
 mod prometheus;
 mod recommend;
 mod render;
+mod report;
 mod selection;

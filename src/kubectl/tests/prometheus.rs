@@ -1,13 +1,15 @@
-//! A canned Prometheus for the commands that query one (`recommend`, `init`): a real HTTP
-//! server on loopback answering instant queries from a table, recording what it was asked.
+//! A canned Prometheus for the commands that query one (`recommend`, `init`, `report`): a real
+//! HTTP server on loopback answering instant and range queries from a table, recording what it
+//! was asked.
 
 use std::sync::{Arc, Mutex};
 
 use http::{Request, Response};
 use serde_json::json;
 
-/// A Prometheus that answers every instant query by the first `(fragment, value)` whose
-/// fragment the query contains: `Some(v)` a one-sample vector, `None` an empty one (no data).
+/// A Prometheus that answers every query by the first `(fragment, value)` whose fragment the
+/// query contains: `Some(v)` a one-sample vector (a range query: `v` at every step), `None` an
+/// empty answer (no data).
 pub async fn canned_prometheus(
     answers: Vec<(&'static str, Option<f64>)>,
 ) -> (String, Arc<Mutex<Vec<String>>>) {
@@ -26,24 +28,50 @@ pub async fn canned_prometheus(
             let record = record.clone();
             tokio::spawn(async move {
                 let svc = hyper::service::service_fn(move |req: Request<hyper::body::Incoming>| {
-                    let query = req
-                        .uri()
-                        .query()
-                        .unwrap_or_default()
-                        .split('&')
-                        .find_map(|kv| kv.strip_prefix("query="))
-                        .map(url_decode)
-                        .unwrap_or_default();
+                    let params = req.uri().query().unwrap_or_default().to_string();
+                    let param = |name: &str| {
+                        params
+                            .split('&')
+                            .find_map(|kv| kv.strip_prefix(&format!("{name}=")))
+                            .map(url_decode)
+                    };
+                    let query = param("query").unwrap_or_default();
                     record.lock().unwrap().push(query.clone());
                     let value = answers
                         .iter()
                         .find(|(fragment, _)| query.contains(fragment))
                         .and_then(|(_, v)| *v);
-                    let result = match value {
-                        Some(v) => json!([{"metric": {}, "value": [1764464400, v.to_string()]}]),
-                        None => json!([]),
+                    // A range query: the value at every step from start to end.
+                    let range = req.uri().path().ends_with("/query_range");
+                    let number = |name: &str| param(name).and_then(|v| v.parse::<f64>().ok());
+                    let body = match (range, value) {
+                        (true, Some(v)) => {
+                            let (start, end, step) = (
+                                number("start").unwrap_or(0.0),
+                                number("end").unwrap_or(0.0),
+                                number("step").unwrap_or(1.0).max(1.0),
+                            );
+                            let mut values = Vec::new();
+                            let mut t = start;
+                            while t <= end {
+                                values.push(json!([t, v.to_string()]));
+                                t += step;
+                            }
+                            json!({"status": "success", "data": {"resultType": "matrix", "result": [{"metric": {}, "values": values}]}})
+                        }
+                        (true, None) => {
+                            json!({"status": "success", "data": {"resultType": "matrix", "result": []}})
+                        }
+                        (false, value) => {
+                            let result = match value {
+                                Some(v) => {
+                                    json!([{"metric": {}, "value": [1764464400, v.to_string()]}])
+                                }
+                                None => json!([]),
+                            };
+                            json!({"status": "success", "data": {"resultType": "vector", "result": result}})
+                        }
                     };
-                    let body = json!({"status": "success", "data": {"resultType": "vector", "result": result}});
                     async move {
                         let mut r = Response::new(Full::new(Bytes::from(body.to_string())));
                         r.headers_mut().insert(

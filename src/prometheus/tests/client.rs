@@ -405,3 +405,36 @@ async fn queries_to_one_endpoint_are_bounded_and_wait_within_their_timeout() {
         assert_eq!(answer.unwrap_err().category(), "PrometheusTimeout");
     }
 }
+
+#[tokio::test]
+async fn a_range_query_asks_for_start_end_and_step_and_bounds_its_points() {
+    let matrix = r#"{"status":"success","data":{"resultType":"matrix","result":[{"metric":{},"values":[[100,"1"],[120,"2"]]}]}}"#;
+    let (url, seen) = http_server(move |s| respond(s, "200 OK", matrix)).await;
+    let c = PrometheusClient::new(&format!("{url}/prom"), DEFAULT_TIMEOUT).unwrap();
+    let start = Timestamp::from_second(100).unwrap();
+    let end = Timestamp::from_second(120).unwrap();
+    let points = c
+        .query_range("up", start, end, Duration::from_secs(20))
+        .await
+        .unwrap();
+    assert_eq!(points, vec![(100.0, 1.0), (120.0, 2.0)]);
+    let request = seen.lock().unwrap()[0].clone();
+    assert!(
+        request.starts_with(
+            "GET /prom/api/v1/query_range?query=up&start=100.000&end=120.000&step=20&timeout="
+        ),
+        "{request}"
+    );
+    // A year every second: refused before anything is sent.
+    let e = c
+        .query_range(
+            "up",
+            start,
+            Timestamp::from_second(100 + 365 * 86_400).unwrap(),
+            Duration::from_secs(1),
+        )
+        .await
+        .unwrap_err();
+    assert!(e.to_string().contains("11000 points"), "{e}");
+    assert_eq!(seen.lock().unwrap().len(), 1);
+}

@@ -95,3 +95,28 @@ fn error_text_is_cut_at_a_character_boundary() {
     assert!(text.ends_with('…'), "{text}");
     assert!(text.len() < 600, "{} bytes", text.len());
 }
+
+#[test]
+fn a_range_answer_is_one_series_of_timed_points_or_none() {
+    use crate::prometheus::client::parse_range;
+    let one = r#"{"status":"success","data":{"resultType":"matrix","result":[
+        {"metric":{},"values":[[1700000000,"0.25"],[1700000020.5,"NaN"]]}]}}"#;
+    let points = parse_range(200, one.as_bytes(), T).unwrap();
+    assert_eq!(points.len(), 2);
+    assert_eq!(points[0], (1_700_000_000.0, 0.25));
+    assert_eq!(points[1].0, 1_700_000_020.5);
+    assert!(points[1].1.is_nan());
+    let empty = r#"{"status":"success","data":{"resultType":"matrix","result":[]}}"#;
+    assert!(parse_range(200, empty.as_bytes(), T).unwrap().is_empty());
+    let two = r#"{"status":"success","data":{"resultType":"matrix","result":[
+        {"metric":{"pod":"a"},"values":[[1,"1"]]},{"metric":{"pod":"b"},"values":[[1,"2"]]}]}}"#;
+    let e = parse_range(200, two.as_bytes(), T).unwrap_err();
+    assert_eq!(e.category(), "QueryNotOneValue", "{e}");
+    let instant = r#"{"status":"success","data":{"resultType":"vector","result":[]}}"#;
+    assert!(parse_range(200, instant.as_bytes(), T).is_err());
+    let bad = r#"{"status":"error","errorType":"bad_data","error":"parse error"}"#;
+    assert_eq!(
+        parse_range(400, bad.as_bytes(), T).unwrap_err().category(),
+        "QueryRejected"
+    );
+}

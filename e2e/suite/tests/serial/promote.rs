@@ -3,8 +3,8 @@
 use std::time::{Duration, Instant};
 
 use e2e_tests::{
-    alone, condition_true, ensure, held, latency_check, name_of, phase_of, run, status, summary,
-    wait_for, within, Exp, Phase, Progress, Target, RATE,
+    alone, condition_true, ensure, held, latency_check, name_of, phase_of, report_matches_status,
+    run, status, summary, wait_for, within, Exp, Phase, Progress, Target, RATE,
 };
 use kube::ResourceExt;
 use serde_json::json;
@@ -71,6 +71,17 @@ async fn promote() {
         }
         let rec = status(&e).recommendation.map(|r| r.message);
         s.log(format!("recommendation: {rec:?}"));
+        // The report, made after the end from Prometheus, agrees with status.
+        let html = report_matches_status(&s.ns, &e).await?;
+        s.log(format!(
+            "report: {} KiB, stages from {}",
+            html.len() / 1024,
+            if html.contains("from the operator&#39;s gauge") {
+                "the operator's gauge"
+            } else {
+                "status"
+            }
+        ));
         s.no_rbac_denials().await
     })
     .await;

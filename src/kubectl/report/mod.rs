@@ -1,0 +1,253 @@
+//! `kubectl concurrency report NAME`: the whole experiment as one self-contained HTML file —
+//! each check's baseline and candidate (every variant of a selection) over the experiment's
+//! time range, limits, stage boundaries and the weight in force, each analysis' verdict, the
+//! capacity gate against the observed load, the ranking and the decision.
+//!
+//! The history is read back from Prometheus with the queries the analyses ran (rendered by the
+//! operator's own code for each variant's pods), so a report can be made after the experiment
+//! ended, as long as Prometheus keeps the data; what it no longer has is said, not drawn.
+//! [`gather`] is the I/O; [`page::render`] is a pure function of what it gathered.
+
+pub mod history;
+pub mod page;
+mod sections;
+pub mod svg;
+
+use std::io::Write;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use futures::{stream, StreamExt};
+use jiff::Timestamp;
+use kube::ResourceExt;
+
+use crate::analysis::{
+    busiest_pod_rate_template, check_query, is_headroom, pods_regex, render as render_template,
+    TemplateVars,
+};
+use crate::api::{parse_duration, ConcurrencyExperiment};
+use crate::prometheus::PrometheusClient;
+
+use super::cli::{PrometheusAccess, ReportArgs};
+use super::{PluginError, Session};
+use history::{gauge_query, range, variants, History, Series, Variant};
+
+/// Range queries in flight at once (the client allows 4 per endpoint).
+const IN_FLIGHT: usize = 4;
+
+pub async fn run(
+    session: &Session,
+    args: &ReportArgs,
+    out: &mut (dyn Write + Send),
+) -> Result<(), PluginError> {
+    let exp = session.experiment(&args.name).await?;
+    let (html, history) = make(
+        session,
+        &exp,
+        args.prometheus.as_deref(),
+        &args.access,
+        args.timeout,
+    )
+    .await?;
+    let path = args
+        .output
+        .clone()
+        .unwrap_or_else(|| PathBuf::from(format!("{}.html", exp.name_any())));
+    if path.as_os_str() == "-" {
+        out.write_all(html.as_bytes())?;
+        return Ok(());
+    }
+    std::fs::write(&path, &html)?;
+    let drawn = history
+        .checks
+        .iter()
+        .flat_map(|(_, s)| s)
+        .filter(|s| s.points.as_ref().is_ok_and(|p| !p.is_empty()))
+        .count();
+    let all: usize = history.checks.iter().map(|(_, s)| s.len()).sum();
+    writeln!(
+        out,
+        "wrote {} ({} KiB): {} checks, {drawn} of {all} series with data from {}, {} analyses",
+        path.display(),
+        html.len().div_ceil(1024),
+        history.checks.len(),
+        history.prometheus,
+        exp.status.as_ref().map_or(0, |s| s.analyses.len())
+    )?;
+    Ok(())
+}
+
+/// The report of `exp` (the page and what it was drawn from): Prometheus at `prometheus`, else
+/// the experiment's own URL, with the spec's headers unless `access` gives them again.
+/// `session`'s namespace must be the experiment's (its target is read there).
+pub async fn make(
+    session: &Session,
+    exp: &ConcurrencyExperiment,
+    prometheus: Option<&str>,
+    access: &PrometheusAccess,
+    timeout: Duration,
+) -> Result<(String, History), PluginError> {
+    let source = &exp.spec.analysis.prometheus;
+    let url = match (prometheus, source.url.is_empty()) {
+        (Some(u), _) => u.to_string(),
+        (None, false) => source.url.clone(),
+        (None, true) => {
+            return Err(PluginError::Usage(
+                "the experiment names no Prometheus URL (it uses the operator's default): pass --prometheus URL".into(),
+            ))
+        }
+    };
+    let mut access = access.clone();
+    // The spec's headers (a tenant for Mimir/Thanos) unless given again on the command line.
+    for (k, v) in &source.headers {
+        let given = access.prometheus_headers.iter().any(|h| {
+            h.split(':')
+                .next()
+                .is_some_and(|n| n.trim().eq_ignore_ascii_case(k))
+        });
+        if !given {
+            access.prometheus_headers.push(format!("{k}: {v}"));
+        }
+    }
+    let provider = access.provider(&url).map_err(PluginError::Usage)?;
+    let client = PrometheusClient::for_provider(&provider, timeout)?;
+    // The app container names cAdvisor's series; the target may be gone (then the spec's).
+    let container = match session.deployment(&exp.spec.target_ref.name).await {
+        Ok(d) => crate::workload::app_container(&d, exp.spec.container.as_deref())
+            .map(|c| c.name.clone())
+            .unwrap_or_default(),
+        Err(_) => exp.spec.container.clone().unwrap_or_default(),
+    };
+    let now = Timestamp::now();
+    let history = gather(&client, exp, &container, now).await;
+    // Prometheus not reachable at all: say so instead of writing a page of "not drawn".
+    if let Some(e) = unreachable(&history) {
+        return Err(PluginError::Usage(format!(
+            "{e} (the experiment's URL is the one the operator uses in the cluster: pass --prometheus with an address this machine reaches, e.g. through kubectl port-forward)"
+        )));
+    }
+    Ok((page::render(exp, &history, now), history))
+}
+
+/// The error of a Prometheus that answered nothing at all.
+fn unreachable(history: &History) -> Option<String> {
+    let errors: Vec<&String> = history
+        .checks
+        .iter()
+        .flat_map(|(_, s)| s)
+        .chain(&history.load)
+        .filter_map(|s| s.points.as_ref().err())
+        .chain(history.weight.as_ref().err())
+        .collect();
+    let total = history.checks.iter().map(|(_, s)| s.len()).sum::<usize>() + history.load.len() + 1;
+    let unreachable = errors
+        .iter()
+        .filter(|e| e.contains("unreachable") || e.contains("did not answer"))
+        .count();
+    (unreachable == total).then(|| errors[0].clone())
+}
+
+/// Everything the report draws from Prometheus for the experiment's time range.
+pub async fn gather(
+    client: &PrometheusClient,
+    exp: &ConcurrencyExperiment,
+    container: &str,
+    now: Timestamp,
+) -> History {
+    let (from, to, step) = range(exp, now);
+    let interval = parse_duration("spec.analysis.interval", &exp.spec.analysis.interval)
+        .unwrap_or(Duration::from_secs(60));
+    let ns = exp.namespace().unwrap_or_default();
+    let vars = |deployment: &str| TemplateVars {
+        namespace: ns.clone(),
+        pods: pods_regex(deployment),
+        interval,
+        container: container.to_string(),
+        // A fit over the stage (memoryGrowth) is drawn over one interval at each step.
+        window: interval,
+    };
+    let variants = variants(exp);
+    let names = exp.spec.analysis.metrics.resolve();
+
+    // Render every query first (a Summary is looked up at the range's end), then run them.
+    let mut wanted: Vec<(Option<String>, Variant, Result<String, String>)> = Vec::new();
+    for check in &exp.spec.analysis.checks {
+        if is_headroom(check) {
+            continue;
+        }
+        for (variant, deployment) in &variants {
+            let q = check_query(client, check, &names, &vars(deployment), variant.role(), to).await;
+            wanted.push((Some(check.display_name()), variant.clone(), q));
+        }
+    }
+    let load_template = busiest_pod_rate_template(&names).map_err(|e| e.to_string());
+    for (variant, deployment) in &variants {
+        let q = load_template.clone().and_then(|t| {
+            render_template("load", &t, &vars(deployment)).map_err(|e| e.to_string())
+        });
+        wanted.push((None, variant.clone(), q));
+    }
+    let fetch = |q: Result<String, String>| async move {
+        match q {
+            Ok(q) => {
+                let points = client
+                    .query_range(&q, from, to, step)
+                    .await
+                    .map_err(|e| e.to_string());
+                (q, points)
+            }
+            Err(e) => (String::new(), Err(e)),
+        }
+    };
+    // Collected first: a stream over a borrowing closure is not provably `Send` (rustc's
+    // higher-ranked lifetime limitation), and the dashboard makes reports on spawned tasks.
+    let fetches: Vec<_> = wanted.iter().map(|(_, _, q)| fetch(q.clone())).collect();
+    let results: Vec<(String, Result<history::Points, String>)> =
+        stream::iter(fetches).buffered(IN_FLIGHT).collect().await;
+    let mut checks: Vec<(String, Vec<Series>)> = exp
+        .spec
+        .analysis
+        .checks
+        .iter()
+        .map(|c| (c.display_name(), Vec::new()))
+        .collect();
+    let mut load = Vec::new();
+    for ((check, variant, _), (query, points)) in wanted.into_iter().zip(results) {
+        let series = Series {
+            variant,
+            query,
+            points,
+        };
+        match check {
+            Some(name) => {
+                if let Some((_, list)) = checks.iter_mut().find(|(n, _)| *n == name) {
+                    list.push(series);
+                }
+            }
+            None => load.push(series),
+        }
+    }
+    let gauge = |metric: &str, extra: &str| {
+        let q = gauge_query(metric, exp, extra);
+        async move {
+            client
+                .query_range(&q, from, to, step)
+                .await
+                .map_err(|e| e.to_string())
+        }
+    };
+    let (weight, stage) = futures::join!(
+        gauge("concurrency_experiment_weight", r#",kind="effective""#),
+        gauge("concurrency_experiment_stage_index", "")
+    );
+    History {
+        from,
+        to,
+        step,
+        prometheus: client.url().to_string(),
+        checks,
+        load,
+        weight,
+        stage,
+    }
+}
