@@ -121,7 +121,10 @@ pub fn variants(exp: &ConcurrencyExperiment) -> Vec<(Variant, String)> {
             .as_ref()
             .map(|c| c.deployment.clone())
             .unwrap_or_else(|| candidate_name(target));
-        out.push((Variant::Candidate, deployment));
+        // A selection's winner may walk the stages in its own Deployment: drawn once.
+        if !out.iter().any(|(_, d)| *d == deployment) {
+            out.push((Variant::Candidate, deployment));
+        }
     }
     out
 }

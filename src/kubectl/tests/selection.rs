@@ -155,3 +155,37 @@ fn a_follower_reads_each_candidates_analysis_its_elimination_and_the_choice_once
     );
     assert_eq!(follow::changes(&chosen, &chosen, "01:03:05"), "");
 }
+
+#[test]
+fn a_report_draws_every_candidate_the_fresh_baseline_and_the_winner_once() {
+    use crate::kubectl::report::history::{variants as drawn, Variant};
+    let mut status = json!({
+        "phase": "Progressing",
+        "selection": {"variants": variants(), "winner": 2,
+                      "ranking": [{"index": 2, "summary": "falcon 2 workers", "config": {"server": "falcon", "workers": 2}, "objective": 161.0 * MIB, "verdict": "Pass"}]},
+        "freshBaseline": {"variant": {"deployment": "storefront-fresh-baseline", "summary": "puma 2×6", "config": {"server": "puma", "workers": 2, "threads": 6}}},
+        "candidate": {"deployment": "storefront-candidate", "summary": "falcon 2 workers", "config": {"server": "falcon", "workers": 2}},
+    });
+    let e = selecting(status.clone());
+    let v: Vec<(String, String)> = drawn(&e).into_iter().map(|(v, d)| (v.label(), d)).collect();
+    let names = |v: &[(String, String)]| {
+        v.iter()
+            .map(|(l, d)| format!("{l}={d}"))
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(
+        names(&v),
+        [
+            "baseline=storefront",
+            "candidate 0: puma 1×1=storefront-candidate-1",
+            "candidate 1: puma 2×3=storefront-candidate-2",
+            "candidate 2: falcon 2 workers=storefront-candidate-3",
+            "fresh baseline=storefront-fresh-baseline",
+            "candidate=storefront-candidate",
+        ]
+    );
+    // A winner walking in one of the selection's own Deployments is drawn once.
+    status["candidate"]["deployment"] = json!("storefront-candidate-3");
+    let e = selecting(status);
+    assert!(!drawn(&e).iter().any(|(v, _)| *v == Variant::Candidate));
+}
