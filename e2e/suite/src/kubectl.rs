@@ -158,3 +158,86 @@ fn attr(html: &str, name: &str) -> Option<String> {
             .replace("&amp;", "&"),
     )
 }
+
+/// `kubectl concurrency dashboard --port 0` against the cluster, stopped when dropped.
+pub struct Dashboard {
+    _child: tokio::process::Child,
+    /// `http://127.0.0.1:PORT/`, as it printed.
+    pub url: String,
+    http: reqwest::Client,
+}
+
+impl Dashboard {
+    /// Started, its watch synced (it prints its address only then).
+    pub async fn start() -> Result<Dashboard> {
+        use tokio::io::AsyncBufReadExt;
+        let prometheus = std::env::var("PROMETHEUS_URL").context("PROMETHEUS_URL is not set")?;
+        let mut child = kc_spawn(&["dashboard", "--port", "0", "--prometheus", &prometheus])?;
+        let stdout = child.stdout.take().context("no stdout")?;
+        let mut lines = tokio::io::BufReader::new(stdout).lines();
+        let line = tokio::time::timeout(std::time::Duration::from_secs(60), lines.next_line())
+            .await
+            .context("the dashboard printed no address in 60 s")??
+            .context("the dashboard exited")?;
+        let url = line
+            .split_whitespace()
+            .find(|w| w.starts_with("http://"))
+            .with_context(|| format!("no address in {line:?}"))?
+            .to_string();
+        Ok(Dashboard {
+            _child: child,
+            url,
+            http: reqwest::Client::new(),
+        })
+    }
+
+    async fn get(&self, path: &str) -> Result<String> {
+        let r = self
+            .http
+            .get(format!("{}{path}", self.url))
+            .timeout(std::time::Duration::from_secs(120))
+            .send()
+            .await?;
+        let status = r.status();
+        let body = r.text().await?;
+        anyhow::ensure!(status.is_success(), "GET {path}: {status}: {body}");
+        Ok(body)
+    }
+
+    /// The phase the dashboard's row of `ns/name` shows (`None`: no row).
+    pub async fn phase(&self, ns: &str, name: &str) -> Result<Option<String>> {
+        let rows = self.get("rows").await?;
+        let key = format!(r#"data-namespace="{ns}" data-name="{name}" "#);
+        Ok(rows
+            .split(&key)
+            .nth(1)
+            .and_then(|row| attr(row, "data-phase")))
+    }
+
+    /// Waits up to `secs` for the row of `ns/name` to show one of `phases`; returns it.
+    pub async fn wait_phase(
+        &self,
+        ns: &str,
+        name: &str,
+        phases: &[&str],
+        secs: u64,
+    ) -> Result<String> {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(secs);
+        loop {
+            let seen = self.phase(ns, name).await?;
+            if let Some(p) = seen.as_deref().filter(|p| phases.contains(p)) {
+                return Ok(p.to_string());
+            }
+            anyhow::ensure!(
+                std::time::Instant::now() < deadline,
+                "the dashboard shows {ns}/{name} as {seen:?} after {secs} s, not one of {phases:?}"
+            );
+            tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+        }
+    }
+
+    /// The report of `ns/name`, made through the dashboard.
+    pub async fn report(&self, ns: &str, name: &str) -> Result<String> {
+        self.get(&format!("report/{ns}/{name}")).await
+    }
+}

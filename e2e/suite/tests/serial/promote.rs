@@ -4,7 +4,7 @@ use std::time::{Duration, Instant};
 
 use e2e_tests::{
     alone, condition_true, ensure, held, latency_check, name_of, phase_of, report_matches_status,
-    run, status, summary, wait_for, within, Exp, Phase, Progress, Target, RATE,
+    run, status, summary, wait_for, within, Dashboard, Exp, Phase, Progress, Target, RATE,
 };
 use kube::ResourceExt;
 use serde_json::json;
@@ -22,12 +22,22 @@ async fn promote() {
     run("promote", async |s| {
         s.deploy_target(&Target::default()).await?;
         s.start_load(240, RATE).await?;
+        // The dashboard, started before the experiment exists: its row must come and change
+        // through the dashboard's watch.
+        let dashboard = Dashboard::start().await?;
         s.apply(&Exp::new(
             "threads",
             json!({"server": "puma", "workers": 2, "threads": 4}),
             latency_check(),
         ))
         .await?;
+        let first = dashboard
+            .wait_phase(&s.ns, "threads", &["Pending", "Progressing"], 60)
+            .await?;
+        s.log(format!(
+            "dashboard: {} shows threads {first}",
+            dashboard.url
+        ));
         s.wait_cexp("threads", 30, "experiment picked up", |e| {
             e.status.is_some()
         })
@@ -71,6 +81,15 @@ async fn promote() {
         }
         let rec = status(&e).recommendation.map(|r| r.message);
         s.log(format!("recommendation: {rec:?}"));
+        // The dashboard followed it to the end, and makes its report on demand.
+        dashboard
+            .wait_phase(&s.ns, "threads", &["Succeeded"], 30)
+            .await?;
+        let page = dashboard.report(&s.ns, "threads").await?;
+        ensure!(
+            page.contains(r#"<figure data-chart="latency">"#),
+            "the dashboard's report has no latency chart"
+        );
         // The report, made after the end from Prometheus, agrees with status.
         let html = report_matches_status(&s.ns, &e).await?;
         s.log(format!(
