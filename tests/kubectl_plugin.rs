@@ -236,6 +236,8 @@ async fn usage_errors_are_clap_s_and_help_reads_as_a_kubectl_command() {
         "history",
         "recommend",
         "init",
+        "report",
+        "dashboard",
     ] {
         assert!(
             help.contains(&format!("\n  {c} ")),

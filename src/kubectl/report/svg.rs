@@ -14,7 +14,7 @@ const WIDTH: f64 = 880.0;
 const HEIGHT: f64 = 220.0;
 const LEFT: f64 = 72.0;
 const RIGHT: f64 = 16.0;
-const TOP: f64 = 14.0;
+const TOP: f64 = 24.0;
 const BOTTOM: f64 = 28.0;
 
 /// One chart: lines over time, limits across it, stage boundaries, analysis markers.
@@ -153,7 +153,18 @@ impl Chart {
     }
 
     fn format(&self, v: f64) -> String {
-        self.unit.unwrap_or(Unit::Plain).format(v)
+        match self.unit.unwrap_or(Unit::Plain) {
+            // Ticks of a plain number (requests/s, a weight): three significant digits.
+            Unit::Plain => {
+                let digits = (2 - v.abs().max(1e-9).log10().floor() as i32).clamp(0, 4) as usize;
+                let s = format!("{v:.digits$}");
+                match s.contains('.') {
+                    true => s.trim_end_matches('0').trim_end_matches('.').to_string(),
+                    false => s,
+                }
+            }
+            unit => unit.format(v),
+        }
     }
 
     /// The chart as an `<svg>` element and its legend.
@@ -220,11 +231,13 @@ impl Chart {
             let xx = x(stage.at);
             let _ = write!(
                 s,
-                r#"<g class="stage" data-at="{}"><line x1="{xx:.1}" x2="{xx:.1}" y1="{TOP}" y2="{:.1}"/><text x="{:.1}" y="{:.1}">{}</text></g>"#,
+                // Labelled above the plot, where no line or limit can hide it.
+                r#"<g class="stage" data-at="{}"><line x1="{xx:.1}" x2="{xx:.1}" y1="{:.1}" y2="{:.1}"/><text x="{:.1}" y="{:.1}">{}</text></g>"#,
                 stage.at,
+                TOP - 12.0,
                 TOP + plot_h,
                 xx + 3.0,
-                TOP + 10.0,
+                TOP - 4.0,
                 esc(&stage.label)
             );
         }
