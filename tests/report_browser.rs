@@ -152,3 +152,49 @@ async fn the_report_opens_offline_with_a_chart_per_check_and_the_status_values()
     }
     assert_eq!(seen["rows"], json!(want));
 }
+
+/// The demo's reports (scripts/test runs this after `e2e/demo`): each of its three experiments'
+/// report opens in Chromium from its file with no request, with a drawn chart per check and a
+/// decision. `DEMO_REPORTS` names the directory (default: artifacts/demo).
+#[tokio::test]
+#[ignore = "needs the demo's reports (scripts/test runs it after e2e/demo)"]
+async fn the_demos_reports_open_offline() {
+    let dir = std::env::var("DEMO_REPORTS").map_or_else(
+        |_| std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("artifacts/demo"),
+        std::path::PathBuf::from,
+    );
+    let b = browser::Browser::start().await;
+    for name in ["fewer-threads", "one-thread", "best-config"] {
+        let file = dir.join(format!("{name}.html"));
+        assert!(file.exists(), "{} missing: did e2e/demo run?", file.display());
+        b.open(&format!("file://{}", file.display())).await;
+        let seen = b
+            .eval(
+                r#"
+                return {
+                  resources: performance.getEntriesByType('resource').map(e => e.name),
+                  checks: [...document.querySelectorAll('section.check')].map(s => [
+                    s.dataset.check,
+                    s.querySelectorAll('g.series path, g.series circle').length,
+                    s.querySelector('svg').getBoundingClientRect().width,
+                  ]),
+                  decision: document.getElementById('decision').dataset.action,
+                  rows: document.querySelectorAll('tr.analysis').length,
+                };
+                "#,
+            )
+            .await;
+        b.screenshot(&format!("demo-{name}")).await;
+        assert_eq!(seen["resources"], json!([]), "{name}: {seen:#}");
+        let checks = seen["checks"].as_array().unwrap();
+        assert_eq!(checks.len(), 5, "{name}: {seen:#}");
+        for c in checks {
+            assert!(c[1].as_u64().unwrap() > 0, "{name}: nothing drawn for {c}");
+            assert!(c[2].as_f64().unwrap() > 400.0, "{name}: {c}");
+        }
+        let want = if name == "one-thread" { "Rollback" } else { "Promote" };
+        assert_eq!(seen["decision"], want, "{name}: {seen:#}");
+        assert!(seen["rows"].as_u64().unwrap() > 0, "{name}: {seen:#}");
+    }
+    b.quit().await;
+}

@@ -130,7 +130,7 @@ pub fn variants(exp: &ConcurrencyExperiment) -> Vec<(Variant, String)> {
 }
 
 /// The experiment's time range (created → decided, or now) and the query step: at most
-/// [`MAX_POINTS`] points, at most the analysis interval, at least 5 s.
+/// [`MAX_POINTS`] points, at least 5 s (a short experiment still gets a line, not a few dots).
 pub fn range(exp: &ConcurrencyExperiment, now: Timestamp) -> (Timestamp, Timestamp, Duration) {
     let status = exp.status.clone().unwrap_or_default();
     let first_analysis = status.analyses.first().map(|a| a.at.0);
@@ -150,9 +150,7 @@ pub fn range(exp: &ConcurrencyExperiment, now: Timestamp) -> (Timestamp, Timesta
     };
     let to = to.max(from);
     let span = (to.as_second() - from.as_second()).max(0) as f64;
-    let step = Duration::from_secs_f64((span / MAX_POINTS).ceil())
-        .max(interval.min(Duration::from_secs(15)))
-        .max(MIN_STEP);
+    let step = Duration::from_secs_f64((span / MAX_POINTS).ceil()).max(MIN_STEP);
     (from, to, step)
 }
 

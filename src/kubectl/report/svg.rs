@@ -14,7 +14,7 @@ const WIDTH: f64 = 880.0;
 const HEIGHT: f64 = 220.0;
 const LEFT: f64 = 72.0;
 const RIGHT: f64 = 16.0;
-const TOP: f64 = 24.0;
+const TOP: f64 = 34.0;
 const BOTTOM: f64 = 28.0;
 
 /// One chart: lines over time, limits across it, stage boundaries, analysis markers.
@@ -227,17 +227,22 @@ impl Chart {
                 clock(b)
             );
         }
+        // Labels of stages that began close together go on two rows.
+        let mut last_label: Option<(f64, bool)> = None;
         for stage in &self.stages {
             let xx = x(stage.at);
+            let upper = matches!(last_label, Some((lx, low)) if xx - lx < 110.0 && !low);
+            let label_y = if upper { TOP - 16.0 } else { TOP - 4.0 };
+            last_label = Some((xx, upper));
             let _ = write!(
                 s,
                 // Labelled above the plot, where no line or limit can hide it.
                 r#"<g class="stage" data-at="{}"><line x1="{xx:.1}" x2="{xx:.1}" y1="{:.1}" y2="{:.1}"/><text x="{:.1}" y="{:.1}">{}</text></g>"#,
                 stage.at,
-                TOP - 12.0,
+                label_y - 10.0,
                 TOP + plot_h,
                 xx + 3.0,
-                TOP - 4.0,
+                label_y,
                 esc(&stage.label)
             );
         }
