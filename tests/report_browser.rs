@@ -166,7 +166,11 @@ async fn the_demos_reports_open_offline() {
     let b = browser::Browser::start().await;
     for name in ["fewer-threads", "one-thread", "best-config"] {
         let file = dir.join(format!("{name}.html"));
-        assert!(file.exists(), "{} missing: did e2e/demo run?", file.display());
+        assert!(
+            file.exists(),
+            "{} missing: did e2e/demo run?",
+            file.display()
+        );
         b.open(&format!("file://{}", file.display())).await;
         let seen = b
             .eval(
@@ -192,7 +196,11 @@ async fn the_demos_reports_open_offline() {
             assert!(c[1].as_u64().unwrap() > 0, "{name}: nothing drawn for {c}");
             assert!(c[2].as_f64().unwrap() > 400.0, "{name}: {c}");
         }
-        let want = if name == "one-thread" { "Rollback" } else { "Promote" };
+        let want = if name == "one-thread" {
+            "Rollback"
+        } else {
+            "Promote"
+        };
         assert_eq!(seen["decision"], want, "{name}: {seen:#}");
         assert!(seen["rows"].as_u64().unwrap() > 0, "{name}: {seen:#}");
     }

@@ -75,31 +75,9 @@ pub(super) async fn variant_queries(
     candidate: &TemplateVars,
     at: Timestamp,
 ) -> Result<(String, String), SummaryError> {
-    let name = check.display_name();
-    let probe = match check.metric {
-        Some(m) if names.may_be_summaries && check.query.is_none() => quantile_metric(m, names)
-            .transpose()?
-            .map(|metric| (m, metric)),
-        _ => None,
-    };
-    let Some((which, (field, metric))) = probe else {
-        return Ok((
-            render(&name, template, baseline)?,
-            render(&name, template, candidate)?,
-        ));
-    };
-    let probe = Probe {
-        source,
-        name: &name,
-        which,
-        quantile: check.quantile,
-        field,
-        metric,
-        at,
-    };
     let (b, c) = futures::join!(
-        probe.query(template, baseline, "baseline"),
-        probe.query(template, candidate, "candidate")
+        variant_query(source, check, names, template, baseline, "baseline", at),
+        variant_query(source, check, names, template, candidate, "candidate", at)
     );
     Ok((b?, c?))
 }
@@ -115,16 +93,30 @@ pub async fn check_query(
     at: Timestamp,
 ) -> Result<String, String> {
     let template = super::validate::check_template(check, names).map_err(|e| e.to_string())?;
+    variant_query(source, check, names, &template, vars, variant, at)
+        .await
+        .map_err(|e| e.to_string())
+}
+
+/// One variant's query from `template`: as is, or by the type Prometheus has for it.
+async fn variant_query(
+    source: &impl MetricSource,
+    check: &Check,
+    names: &MetricNames,
+    template: &str,
+    vars: &TemplateVars,
+    variant: &'static str,
+    at: Timestamp,
+) -> Result<String, SummaryError> {
     let name = check.display_name();
     let probe = match check.metric {
         Some(m) if names.may_be_summaries && check.query.is_none() => quantile_metric(m, names)
-            .transpose()
-            .map_err(|e| e.to_string())?
+            .transpose()?
             .map(|metric| (m, metric)),
         _ => None,
     };
     let Some((which, (field, metric))) = probe else {
-        return render(&name, &template, vars).map_err(|e| e.to_string());
+        return Ok(render(&name, template, vars)?);
     };
     let probe = Probe {
         source,
@@ -135,10 +127,7 @@ pub async fn check_query(
         metric,
         at,
     };
-    probe
-        .query(&template, vars, variant)
-        .await
-        .map_err(|e| e.to_string())
+    probe.query(template, vars, variant).await
 }
 
 struct Probe<'a, S> {

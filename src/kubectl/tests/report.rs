@@ -219,6 +219,24 @@ fn stages_begin_where_the_gauge_changes() {
     assert_eq!(stage_starts(&g), vec![(10.0, 0), (30.0, 1), (50.0, 2)]);
 }
 
+/// The API calls of `report`: the experiment, then its target (for the app container).
+fn experiment_then_target() -> Vec<Exchange> {
+    vec![
+        Exchange::new(
+            "GET",
+            &exp_path("storefront-threads"),
+            200,
+            &progressing_json(),
+        ),
+        Exchange::new(
+            "GET",
+            &format!("{DEPLOYMENTS}/storefront"),
+            200,
+            &deployment_json(None),
+        ),
+    ]
+}
+
 fn args(url: &str) -> ReportArgs {
     ReportArgs {
         name: "storefront-threads".into(),
@@ -244,20 +262,7 @@ async fn report_reads_the_experiment_and_redraws_each_check_from_prometheus() {
         ("max(sum by (pod)", Some(9.5)),
     ])
     .await;
-    let (session, seen, server) = scripted(vec![
-        Exchange::new(
-            "GET",
-            &exp_path("storefront-threads"),
-            200,
-            &progressing_json(),
-        ),
-        Exchange::new(
-            "GET",
-            &format!("{DEPLOYMENTS}/storefront"),
-            200,
-            &deployment_json(None),
-        ),
-    ]);
+    let (session, seen, server) = scripted(experiment_then_target());
     let mut out = Vec::new();
     report::run(&session, &args(&url), &mut out).await.unwrap();
     server.abort();
@@ -297,20 +302,7 @@ async fn report_reads_the_experiment_and_redraws_each_check_from_prometheus() {
 
 #[tokio::test]
 async fn report_against_an_unreachable_prometheus_says_how_to_reach_one() {
-    let (session, _, server) = scripted(vec![
-        Exchange::new(
-            "GET",
-            &exp_path("storefront-threads"),
-            200,
-            &progressing_json(),
-        ),
-        Exchange::new(
-            "GET",
-            &format!("{DEPLOYMENTS}/storefront"),
-            200,
-            &deployment_json(None),
-        ),
-    ]);
+    let (session, _, server) = scripted(experiment_then_target());
     let e = report::run(&session, &args("http://127.0.0.1:9"), &mut Vec::new())
         .await
         .unwrap_err();
