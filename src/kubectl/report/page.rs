@@ -13,7 +13,7 @@ use kube::ResourceExt;
 use crate::analysis::Unit;
 use crate::api::{ConcurrencyExperiment, ConcurrencyExperimentStatus};
 
-use super::history::{stage_starts, History, Points};
+use super::history::{stage_starts, History, Points, Series, Variant};
 use super::sections::{
     analyses_table, capacity_section, check_section, queries, selection_section, Frame,
 };
@@ -72,18 +72,43 @@ pub fn render(exp: &ConcurrencyExperiment, history: &History, made_at: Timestamp
     let mut sections = String::new();
     sections.push_str(&weight_section(exp, &st, history, &frame, &mut notes));
     let units = units(exp);
+    // In a selection the winner walks the stages in a Deployment created for it: before stage
+    // 1 the pods its name matches are an earlier experiment's, not this one's.
+    let walk_start = st
+        .selection
+        .as_ref()
+        .and_then(|_| {
+            frame
+                .stages
+                .iter()
+                .find(|m| m.label.starts_with("stage 1/"))
+        })
+        .map(|m| m.at);
+    if walk_start.is_some() {
+        notes.push("The candidate's line starts with stage 1, where the selection's winner began to walk the stages; each candidate's line is its own Deployment's.".into());
+    }
     for check in &exp.spec.analysis.checks {
         let name = check.display_name();
-        let series = history
+        let mut series: Vec<Series> = history
             .checks
             .iter()
             .find(|(n, _)| *n == name)
-            .map(|(_, s)| s.as_slice())
-            .unwrap_or(&[]);
+            .map(|(_, s)| s.clone())
+            .unwrap_or_default();
+        if let Some(start) = walk_start {
+            for s in series
+                .iter_mut()
+                .filter(|s| s.variant == Variant::Candidate)
+            {
+                if let Ok(points) = &mut s.points {
+                    points.retain(|p| p.0 >= start);
+                }
+            }
+        }
         sections.push_str(&check_section(
             check,
             &name,
-            series,
+            &series,
             &st.analyses,
             &units,
             &frame,

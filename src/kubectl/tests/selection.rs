@@ -189,3 +189,55 @@ fn a_report_draws_every_candidate_the_fresh_baseline_and_the_winner_once() {
     let e = selecting(status);
     assert!(!drawn(&e).iter().any(|(v, _)| *v == Variant::Candidate));
 }
+
+#[test]
+fn in_a_selections_report_the_walking_candidate_starts_with_stage_1() {
+    use crate::kubectl::report::history::{History, Series, Variant};
+    use crate::kubectl::report::page;
+    let e = selecting(json!({
+        "phase": "Progressing",
+        "selection": {"variants": variants(), "winner": 2, "startedAt": "2026-11-30T01:00:00Z"},
+        "candidate": {"deployment": "storefront-candidate", "summary": "falcon 2 workers", "config": {"server": "falcon", "workers": 2}},
+    }));
+    let t0 = 1_795_914_000.0; // 2026-11-30T01:00:00Z
+    let every_10s = |from: f64, to: f64| -> Vec<(f64, f64)> {
+        (0..)
+            .map(|i| from + 10.0 * f64::from(i))
+            .take_while(|t| *t <= to)
+            .map(|t| (t, 0.05))
+            .collect()
+    };
+    let series = |variant| Series {
+        variant,
+        query: "q".into(),
+        points: Ok(every_10s(t0, t0 + 300.0)),
+    };
+    let h = History {
+        from: "2026-11-30T01:00:00Z".parse().unwrap(),
+        to: "2026-11-30T01:05:00Z".parse().unwrap(),
+        step: std::time::Duration::from_secs(10),
+        prometheus: "p".into(),
+        checks: vec![(
+            "queueTime".into(),
+            vec![series(Variant::Baseline), series(Variant::Candidate)],
+        )],
+        load: vec![],
+        weight: Ok(vec![]),
+        // The selection until 01:02:00, stage 1 from then on.
+        stage: Ok(every_10s(t0 + 120.0, t0 + 300.0)
+            .into_iter()
+            .map(|(t, _)| (t, 0.0))
+            .collect()),
+    };
+    let html = page::render(&e, &h, now());
+    assert!(
+        html.contains(r#"data-series="baseline" data-points="31""#),
+        "{html}"
+    );
+    // 01:02:00 to 01:05:00: 19 of its 31 points.
+    assert!(
+        html.contains(r#"data-series="candidate" data-points="19""#),
+        "{html}"
+    );
+    assert!(html.contains("The candidate&#39;s line starts with stage 1"));
+}
