@@ -39,6 +39,10 @@ async fn gitops() {
             "patch summary {}",
             patch.summary
         );
+        // The hold's Event follows the status that showed it (status is written first): waited
+        // for, as a clean CI run once read the Events before it was recorded.
+        s.expect_event_once("git", "AwaitingExternalPromotion")
+            .await?;
         let notes: Vec<String> = s
             .events("git")
             .await?
