@@ -196,13 +196,7 @@ impl PrometheusClient {
             ("end", unix(end)),
             ("step", format!("{step_s}")),
         ];
-        let started = Instant::now();
-        let answer =
-            tokio::time::timeout(self.timeout, self.request(&self.range_endpoint, &params)).await;
-        if let Some(timer) = &self.timer {
-            timer(started.elapsed());
-        }
-        let (status, body) = answer.map_err(|_| PrometheusError::Timeout(self.timeout))??;
+        let (status, body) = self.send_timed(&self.range_endpoint, &params).await?;
         parse_range(status, &body, self.timeout)
     }
 
@@ -211,10 +205,19 @@ impl PrometheusClient {
         promql: &str,
         at: Timestamp,
     ) -> Result<(u16, Vec<u8>), PrometheusError> {
-        let started = Instant::now();
         let params = [("query", promql.to_string()), ("time", unix(at))];
-        let answer =
-            tokio::time::timeout(self.timeout, self.request(&self.endpoint, &params)).await;
+        self.send_timed(&self.endpoint, &params).await
+    }
+
+    /// One request, bounded by the client's timeout (waiting for a slot included) and told to
+    /// the timer, answered or not.
+    async fn send_timed(
+        &self,
+        endpoint: &reqwest::Url,
+        params: &[(&str, String)],
+    ) -> Result<(u16, Vec<u8>), PrometheusError> {
+        let started = Instant::now();
+        let answer = tokio::time::timeout(self.timeout, self.request(endpoint, params)).await;
         if let Some(timer) = &self.timer {
             timer(started.elapsed());
         }

@@ -35,6 +35,7 @@ use tokio_util::sync::CancellationToken;
 use crate::api::ConcurrencyExperiment;
 
 use super::cli::DashboardArgs;
+use super::report::svg::esc;
 use super::{api_error, Op, PluginError, Session};
 
 const HTML: &str = "text/html; charset=utf-8";
@@ -146,19 +147,15 @@ async fn answer(
                     HTML,
                     format!(
                         "<!DOCTYPE html><html><head><meta charset=\"utf-8\"><title>no report</title></head><body><p id=\"error\">No report of {}/{}: {}</p><p><a href=\"../../\">back</a></p></body></html>",
-                        page_esc(ns),
-                        page_esc(name),
-                        page_esc(&e)
+                        esc(ns),
+                        esc(name),
+                        esc(&e)
                     ),
                 ),
             }
         }
         _ => respond(StatusCode::NOT_FOUND, text, "not found\n".into()),
     })
-}
-
-fn page_esc(s: &str) -> String {
-    super::report::svg::esc(s)
 }
 
 /// The cluster as the kubeconfig sees it: a watch of experiments, reports from Prometheus.

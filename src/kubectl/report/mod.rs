@@ -26,7 +26,7 @@ use crate::analysis::{
     TemplateVars,
 };
 use crate::api::{parse_duration, ConcurrencyExperiment};
-use crate::prometheus::PrometheusClient;
+use crate::prometheus::{PrometheusClient, PrometheusError};
 
 use super::cli::{PrometheusAccess, ReportArgs};
 use super::{PluginError, Session};
@@ -119,9 +119,9 @@ pub async fn make(
         Err(_) => exp.spec.container.clone().unwrap_or_default(),
     };
     let now = Timestamp::now();
-    let history = gather(&client, exp, &container, now).await;
+    let (history, no_answer) = gather(&client, exp, &container, now).await;
     // Prometheus not reachable at all: say so instead of writing a page of "not drawn".
-    if let Some(e) = unreachable(&history) {
+    if let Some(e) = no_answer {
         return Err(PluginError::Usage(format!(
             "{e} (the experiment's URL is the one the operator uses in the cluster: pass --prometheus with an address this machine reaches, e.g. through kubectl port-forward)"
         )));
@@ -129,31 +129,24 @@ pub async fn make(
     Ok((page::render(exp, &history, now), history))
 }
 
-/// The error of a Prometheus that answered nothing at all.
-fn unreachable(history: &History) -> Option<String> {
-    let errors: Vec<&String> = history
-        .checks
-        .iter()
-        .flat_map(|(_, s)| s)
-        .chain(&history.load)
-        .filter_map(|s| s.points.as_ref().err())
-        .chain(history.weight.as_ref().err())
-        .collect();
-    let total = history.checks.iter().map(|(_, s)| s.len()).sum::<usize>() + history.load.len() + 1;
-    let unreachable = errors
-        .iter()
-        .filter(|e| e.contains("unreachable") || e.contains("did not answer"))
-        .count();
-    (unreachable == total).then(|| errors[0].clone())
+/// A range query's points or its error as the page says it, and whether the error is that
+/// Prometheus gave no answer at all (unreachable, or not within the timeout).
+fn said(r: Result<history::Points, PrometheusError>) -> (Result<history::Points, String>, bool) {
+    let down = matches!(
+        r,
+        Err(PrometheusError::Unreachable(_) | PrometheusError::Timeout(_))
+    );
+    (r.map_err(|e| e.to_string()), down)
 }
 
-/// Everything the report draws from Prometheus for the experiment's time range.
+/// Everything the report draws from Prometheus for the experiment's time range, and the
+/// error of a Prometheus that answered none of its queries.
 pub async fn gather(
     client: &PrometheusClient,
     exp: &ConcurrencyExperiment,
     container: &str,
     now: Timestamp,
-) -> History {
+) -> (History, Option<String>) {
     let (from, to, step) = range(exp, now);
     let interval = parse_duration("spec.analysis.interval", &exp.spec.analysis.interval)
         .unwrap_or(Duration::from_secs(60));
@@ -187,23 +180,22 @@ pub async fn gather(
         });
         wanted.push((None, variant.clone(), q));
     }
+    // A query that could not be rendered was not sent: not a sign of Prometheus being down.
     let fetch = |q: Result<String, String>| async move {
         match q {
             Ok(q) => {
-                let points = client
-                    .query_range(&q, from, to, step)
-                    .await
-                    .map_err(|e| e.to_string());
-                (q, points)
+                let (points, down) = said(client.query_range(&q, from, to, step).await);
+                (q, points, down)
             }
-            Err(e) => (String::new(), Err(e)),
+            Err(e) => (String::new(), Err(e), false),
         }
     };
     // Collected first: a stream over a borrowing closure is not provably `Send` (rustc's
     // higher-ranked lifetime limitation), and the dashboard makes reports on spawned tasks.
     let fetches: Vec<_> = wanted.iter().map(|(_, _, q)| fetch(q.clone())).collect();
-    let results: Vec<(String, Result<history::Points, String>)> =
+    let results: Vec<(String, Result<history::Points, String>, bool)> =
         stream::iter(fetches).buffered(IN_FLIGHT).collect().await;
+    let mut down = results.iter().map(|r| r.2).collect::<Vec<_>>();
     let mut checks: Vec<(String, Vec<Series>)> = exp
         .spec
         .analysis
@@ -212,7 +204,7 @@ pub async fn gather(
         .map(|c| (c.display_name(), Vec::new()))
         .collect();
     let mut load = Vec::new();
-    for ((check, variant, _), (query, points)) in wanted.into_iter().zip(results) {
+    for ((check, variant, _), (query, points, _)) in wanted.into_iter().zip(results) {
         let series = Series {
             variant,
             query,
@@ -229,18 +221,19 @@ pub async fn gather(
     }
     let gauge = |metric: &str, extra: &str| {
         let q = gauge_query(metric, exp, extra);
-        async move {
-            client
-                .query_range(&q, from, to, step)
-                .await
-                .map_err(|e| e.to_string())
-        }
+        async move { said(client.query_range(&q, from, to, step).await) }
     };
-    let (weight, stage) = futures::join!(
+    let ((weight, weight_down), (stage, stage_down)) = futures::join!(
         gauge("concurrency_experiment_weight", r#",kind="effective""#),
         gauge("concurrency_experiment_stage_index", "")
     );
-    History {
+    down.extend([weight_down, stage_down]);
+    let no_answer = down
+        .iter()
+        .all(|d| *d)
+        .then(|| weight.as_ref().err().cloned())
+        .flatten();
+    let history = History {
         from,
         to,
         step,
@@ -249,5 +242,6 @@ pub async fn gather(
         load,
         weight,
         stage,
-    }
+    };
+    (history, no_answer)
 }

@@ -208,13 +208,18 @@ impl Chart {
                 clock(t)
             );
         }
-        // Where no line has data: shaded, said in the legend.
-        let mut all_gaps: Option<Vec<(f64, f64)>> = None;
-        for line in &self.lines {
-            let (_, gaps) = segments(&line.points, self.from, self.to, self.step);
+        // Each line's runs and gaps, once: the gaps no line fills are shaded (their span as
+        // the title), the runs drawn below.
+        let cut: Vec<(Vec<Run>, Vec<Span>)> = self
+            .lines
+            .iter()
+            .map(|l| segments(&l.points, self.from, self.to, self.step))
+            .collect();
+        let mut all_gaps: Option<Vec<Span>> = None;
+        for (_, gaps) in &cut {
             all_gaps = Some(match all_gaps {
-                None => gaps,
-                Some(prev) => intersect(&prev, &gaps),
+                None => gaps.clone(),
+                Some(prev) => intersect(&prev, gaps),
             });
         }
         for (a, b) in all_gaps.unwrap_or_default() {
@@ -259,8 +264,7 @@ impl Chart {
                 esc(&limit.label)
             );
         }
-        for line in &self.lines {
-            let (runs, _) = segments(&line.points, self.from, self.to, self.step);
+        for (line, (runs, _)) in self.lines.iter().zip(cut) {
             let dash = if line.dashed { " dashed" } else { "" };
             let _ = write!(
                 s,
