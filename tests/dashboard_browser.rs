@@ -43,6 +43,7 @@ impl Source for Fake {
                 checks: vec![],
                 load: vec![],
                 weight: Ok(vec![]),
+                verdicts: vec![],
                 stage: Ok(vec![]),
             };
             Ok(page::render(&exp, &history, now))

@@ -10,6 +10,7 @@ use std::time::Duration;
 use jiff::Timestamp;
 use serde_json::{json, Value};
 
+use concurrency_operator::api::Verdict;
 use concurrency_operator::kubectl::report::history::{History, Points, Series, Variant};
 use concurrency_operator::kubectl::report::page;
 
@@ -77,6 +78,35 @@ fn history() -> History {
         stage: Ok(line("2026-12-01T10:00:20Z", "2026-12-01T10:01:20Z", |_| {
             0.0
         })),
+        // The operator's count: a pass by 10:01:00, a failure by 10:01:20.
+        verdicts: vec![
+            (
+                Verdict::Pass,
+                Ok(line("2026-12-01T10:00:20Z", "2026-12-01T10:01:20Z", |t| {
+                    if t >= 40.0 {
+                        1.0
+                    } else {
+                        0.0
+                    }
+                })),
+            ),
+            (
+                Verdict::Fail,
+                Ok(line("2026-12-01T10:00:20Z", "2026-12-01T10:01:20Z", |t| {
+                    if t >= 60.0 {
+                        1.0
+                    } else {
+                        0.0
+                    }
+                })),
+            ),
+            (
+                Verdict::Inconclusive,
+                Ok(line("2026-12-01T10:00:20Z", "2026-12-01T10:01:20Z", |_| {
+                    0.0
+                })),
+            ),
+        ],
     }
 }
 
@@ -105,6 +135,7 @@ async fn the_report_opens_offline_with_a_chart_per_check_and_the_status_values()
                   drawn: f.querySelectorAll('g.series path, g.series circle').length,
                   stages: [...f.querySelectorAll('g.stage text')].map(t => t.textContent),
                   limits: [...f.querySelectorAll('g.limit text')].map(t => t.textContent),
+                  marks: [...f.querySelectorAll('circle.marker')].filter(c => c.getBoundingClientRect().width > 0).map(c => c.classList[1]),
                 };
               }),
               decision: document.getElementById('decision').innerText,
@@ -131,6 +162,8 @@ async fn the_report_opens_offline_with_a_chart_per_check_and_the_status_values()
         assert_eq!(c["stages"], json!(["stage 1/3 · 30%"]), "{c:#}");
     }
     assert_eq!(charts[2]["limits"], json!(["max 50ms"]), "{seen:#}");
+    // Each analysis' verdict on the traffic line (from the operator's count), drawn.
+    assert_eq!(charts[0]["marks"], json!(["Pass", "Fail"]), "{seen:#}");
     let decision = seen["decision"].as_str().unwrap();
     assert!(
         decision.starts_with("Rolled back (CheckFailed) at 10:01:21 — queueTime: candidate 412.5ms is above max 50ms"),
@@ -184,6 +217,7 @@ async fn the_demos_reports_open_offline() {
                   ]),
                   decision: document.getElementById('decision').dataset.action,
                   rows: document.querySelectorAll('tr.analysis').length,
+                  verdicts: document.querySelectorAll('figure[data-chart="weight"] circle.marker').length,
                 };
                 "#,
             )
@@ -192,6 +226,10 @@ async fn the_demos_reports_open_offline() {
         assert_eq!(seen["resources"], json!([]), "{name}: {seen:#}");
         let checks = seen["checks"].as_array().unwrap();
         assert_eq!(checks.len(), 5, "{name}: {seen:#}");
+        assert!(
+            seen["verdicts"].as_u64().unwrap() > 0,
+            "{name}: no analysis marked on the traffic chart: {seen:#}"
+        );
         for c in checks {
             assert!(c[1].as_u64().unwrap() > 0, "{name}: nothing drawn for {c}");
             assert!(c[2].as_f64().unwrap() > 400.0, "{name}: {c}");

@@ -185,7 +185,15 @@ async fn reconcile_inner(exp: &ConcurrencyExperiment, ctx: &Context) -> Result<R
             ctx.metrics.remove_experiment(&ns, &exp.name_any());
             return Ok(Requeue::await_change());
         }
-        Written::Unchanged | Written::Saved => publish_gauges(ctx, exp, &ns, &step.status, now),
+        Written::Unchanged | Written::Saved => {
+            publish_gauges(ctx, exp, &ns, &step.status, now);
+            // Counted once it is on record, whatever happens to the actions.
+            if let Some(outcome) = &observations.analysis {
+                let verdict = outcome.record.verdict;
+                ctx.metrics
+                    .count_experiment_analysis(&ns, &exp.name_any(), verdict);
+            }
+        }
     }
     // Only the reconcile that stored the transition tells it: a replay (after a restart, on
     // another leader) finds it in status, and the machine emits no Event for it again.

@@ -1,4 +1,6 @@
-//! Per-experiment gauges: stage, weights, phase, analysis counts and the latest check values.
+//! Per-experiment series: stage, weights, phase, analysis counts, the latest check values, and
+//! a counter of the stage analyses by verdict (what a report marks for analyses status no
+//! longer keeps).
 //!
 //! These are the one place where an object name becomes a label. The series count is bounded
 //! by the number of experiment objects (times the checks in each spec, at most 32): every
@@ -12,11 +14,12 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
 
-use crate::api::ConcurrencyExperimentStatus;
+use crate::api::{ConcurrencyExperimentStatus, Verdict};
 
 /// How long a finished experiment keeps its series: long enough for a dashboard to show how
 /// it ended, short enough that old experiments do not pile up.
@@ -50,6 +53,15 @@ struct CheckValueLabels {
     variant: &'static str,
 }
 
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct VerdictLabels {
+    namespace: String,
+    experiment: String,
+    verdict: &'static str,
+}
+
+const VERDICTS: [Verdict; 3] = [Verdict::Pass, Verdict::Fail, Verdict::Inconclusive];
+
 type FloatGauge = Gauge<f64, AtomicU64>;
 
 /// The label sets that vary per experiment, so a later update (or the removal) can drop the
@@ -68,6 +80,7 @@ pub(super) struct ExperimentGauges {
     failed: Family<ExpLabels, Gauge>,
     inconclusive: Family<ExpLabels, Gauge>,
     check_value: Family<CheckValueLabels, FloatGauge>,
+    analyses: Family<VerdictLabels, Counter>,
     emitted: Arc<Mutex<HashMap<(String, String), Emitted>>>,
 }
 
@@ -102,6 +115,11 @@ impl ExperimentGauges {
             "concurrency_experiment_check_value",
             "Value of each check per variant in the experiment's latest analysis",
             self.check_value.clone(),
+        );
+        registry.register(
+            "concurrency_experiment_analyses",
+            "Stage analyses evaluated for the experiment by this process, by verdict",
+            self.analyses.clone(),
         );
     }
 
@@ -150,6 +168,10 @@ impl ExperimentGauges {
         self.inconclusive
             .get_or_create(&exp)
             .set(i64::from(status.inconclusive_analyses));
+        // Exported from 0 before the first analysis, so the first one is a visible rise.
+        for verdict in VERDICTS {
+            let _ = self.analyses.get_or_create(&verdict_labels(&exp, verdict));
+        }
 
         // Only values the latest analysis has; a check without data has no series rather than
         // an old value that looks current.
@@ -172,6 +194,17 @@ impl ExperimentGauges {
         emitted.checks = checks;
     }
 
+    /// Counts one stage analysis of the experiment.
+    pub(super) fn count_analysis(&self, namespace: &str, name: &str, verdict: Verdict) {
+        let exp = ExpLabels {
+            namespace: namespace.to_owned(),
+            experiment: name.to_owned(),
+        };
+        self.analyses
+            .get_or_create(&verdict_labels(&exp, verdict))
+            .inc();
+    }
+
     pub(super) fn remove(&self, namespace: &str, name: &str) {
         let exp = ExpLabels {
             namespace: namespace.to_owned(),
@@ -190,6 +223,9 @@ impl ExperimentGauges {
         }
         self.failed.remove(&exp);
         self.inconclusive.remove(&exp);
+        for verdict in VERDICTS {
+            self.analyses.remove(&verdict_labels(&exp, verdict));
+        }
         for (check, variant) in &emitted.checks {
             self.check_value.remove(&check_labels(&exp, check, variant));
         }
@@ -222,6 +258,14 @@ fn phase_labels(exp: &ExpLabels, phase: &'static str) -> PhaseLabels {
         namespace: exp.namespace.clone(),
         experiment: exp.experiment.clone(),
         phase,
+    }
+}
+
+fn verdict_labels(exp: &ExpLabels, verdict: Verdict) -> VerdictLabels {
+    VerdictLabels {
+        namespace: exp.namespace.clone(),
+        experiment: exp.experiment.clone(),
+        verdict: verdict.as_str(),
     }
 }
 

@@ -267,6 +267,11 @@ impl Metrics {
         self.per_experiment.set(namespace, name, status);
     }
 
+    /// Counts one stage analysis of the experiment (after its status was stored).
+    pub fn count_experiment_analysis(&self, namespace: &str, name: &str, verdict: Verdict) {
+        self.per_experiment.count_analysis(namespace, name, verdict);
+    }
+
     /// Drops every `concurrency_experiment_*` series of one experiment.
     pub fn remove_experiment(&self, namespace: &str, name: &str) {
         self.per_experiment.remove(namespace, name);

@@ -113,6 +113,28 @@ pub async fn report_matches_status(
         rows == want,
         "the report's analyses differ from status:\nreport {rows:?}\nstatus {want:?}"
     );
+    // Every analysis on the traffic chart, from the operator's counter when this Prometheus
+    // scrapes the operator (the weight's source says so). The newest may have ended after the
+    // counter's last scrape before the report: one fewer is allowed, never more.
+    if html.contains("from the operator&#39;s gauge")
+        && status.analyses.len() < concurrency_operator::api::KEPT_ANALYSES
+    {
+        let traffic = html
+            .split(r#"<figure data-chart="weight">"#)
+            .nth(1)
+            .and_then(|s| s.split("</figure>").next())
+            .context("no traffic chart")?;
+        let counted: usize = traffic
+            .split(r#"<circle class="marker "#)
+            .skip(1)
+            .filter_map(|m| attr(m, "data-count")?.parse::<usize>().ok())
+            .sum();
+        let kept = status.analyses.len();
+        anyhow::ensure!(
+            counted == kept || counted + 1 == kept,
+            "the traffic chart marks {counted} analyses from the operator's counter; status has {kept}"
+        );
+    }
     for check in &exp.spec.analysis.checks {
         if concurrency_operator::analysis::is_headroom(check) {
             continue;

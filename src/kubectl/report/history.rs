@@ -7,7 +7,7 @@ use std::time::Duration;
 use jiff::Timestamp;
 use kube::ResourceExt;
 
-use crate::api::{parse_duration, ConcurrencyExperiment};
+use crate::api::{parse_duration, ConcurrencyExperiment, Verdict};
 use crate::workload::{candidate_name, fresh_baseline_name, variant_name};
 
 /// `(unix seconds, value)`, oldest first.
@@ -84,6 +84,18 @@ pub struct History {
     /// Prometheus scrapes the operator.
     pub weight: Result<Points, String>,
     pub stage: Result<Points, String>,
+    /// The operator's count of stage analyses so far, per verdict (a counter: it restarts from
+    /// 0 with the operator's process).
+    pub verdicts: Vec<(Verdict, Result<Points, String>)>,
+}
+
+/// Analyses the operator counted between two samples of its counter.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Counted {
+    /// The sample before (the range's start for the first), and the one that counted them.
+    pub since: f64,
+    pub at: f64,
+    pub count: u32,
 }
 
 /// The variants that ran and their Deployments: the target as baseline, the candidate (or, in a
@@ -154,16 +166,50 @@ pub fn range(exp: &ConcurrencyExperiment, now: Timestamp) -> (Timestamp, Timesta
     (from, to, step)
 }
 
-/// One of the operator's per-experiment gauges (`concurrency_experiment_*`). Scraped through a
-/// pod scrape job its `namespace` label becomes `exported_namespace` (the pod's own wins), so
-/// both are asked for.
-pub fn gauge_query(metric: &str, exp: &ConcurrencyExperiment, extra: &str) -> String {
+/// One of the operator's per-experiment series (`concurrency_experiment_*`), aggregated over
+/// the operator's replicas with `aggregate` (`max` for a gauge, `sum` for a counter only the
+/// leader moves). Scraped through a pod scrape job its `namespace` label becomes
+/// `exported_namespace` (the pod's own wins), so both are asked for.
+pub fn operator_query(
+    aggregate: &str,
+    metric: &str,
+    exp: &ConcurrencyExperiment,
+    extra: &str,
+) -> String {
     let ns = escape(&exp.namespace().unwrap_or_default());
     let name = escape(&exp.name_any());
     let sel = |ns_label: &str| {
-        format!(r#"max({metric}{{experiment="{name}",{ns_label}="{ns}"{extra}}})"#)
+        format!(r#"{aggregate}({metric}{{experiment="{name}",{ns_label}="{ns}"{extra}}})"#)
     };
     format!("{} or {}", sel("namespace"), sel("exported_namespace"))
+}
+
+/// Where a counter of analyses rose, and by how much: a rise is that many analyses since the
+/// sample before; a fall is the operator restarting (its count began again at 0); the first
+/// sample counts whole, as the series is born at 0 with the experiment (or the process).
+pub fn counted(points: &[(f64, f64)], from: f64) -> Vec<Counted> {
+    let mut out = Vec::new();
+    let mut prev: Option<(f64, f64)> = None;
+    for &(t, v) in points {
+        if !v.is_finite() || v < 0.0 {
+            continue;
+        }
+        let (since, rise) = match prev {
+            Some((pt, pv)) if v >= pv => (pt, v - pv),
+            Some((pt, _)) => (pt, v),
+            None => (from.min(t), v),
+        };
+        let count = rise.round() as u32;
+        if count > 0 {
+            out.push(Counted {
+                since,
+                at: t,
+                count,
+            });
+        }
+        prev = Some((t, v));
+    }
+    out
 }
 
 fn escape(v: &str) -> String {

@@ -25,12 +25,12 @@ use crate::analysis::{
     busiest_pod_rate_template, check_query, is_headroom, pods_regex, render as render_template,
     TemplateVars,
 };
-use crate::api::{parse_duration, ConcurrencyExperiment};
+use crate::api::{parse_duration, ConcurrencyExperiment, Verdict};
 use crate::prometheus::{PrometheusClient, PrometheusError};
 
 use super::cli::{PrometheusAccess, ReportArgs};
 use super::{PluginError, Session};
-use history::{gauge_query, range, variants, History, Series, Variant};
+use history::{operator_query, range, variants, History, Series, Variant};
 
 /// Range queries in flight at once (the client allows 4 per endpoint).
 const IN_FLIGHT: usize = 4;
@@ -219,15 +219,38 @@ pub async fn gather(
             None => load.push(series),
         }
     }
-    let gauge = |metric: &str, extra: &str| {
-        let q = gauge_query(metric, exp, extra);
+    let operator = |aggregate: &str, metric: &str, extra: String| {
+        let q = operator_query(aggregate, metric, exp, &extra);
         async move { said(client.query_range(&q, from, to, step).await) }
     };
-    let ((weight, weight_down), (stage, stage_down)) = futures::join!(
-        gauge("concurrency_experiment_weight", r#",kind="effective""#),
-        gauge("concurrency_experiment_stage_index", "")
+    let counter = |verdict: Verdict| {
+        let extra = format!(r#",verdict="{}""#, verdict.as_str());
+        operator("sum", "concurrency_experiment_analyses_total", extra)
+    };
+    let (
+        (weight, weight_down),
+        (stage, stage_down),
+        (pass, pass_down),
+        (fail, fail_down),
+        (inconclusive, inconclusive_down),
+    ) = futures::join!(
+        operator(
+            "max",
+            "concurrency_experiment_weight",
+            r#",kind="effective""#.into()
+        ),
+        operator("max", "concurrency_experiment_stage_index", String::new()),
+        counter(Verdict::Pass),
+        counter(Verdict::Fail),
+        counter(Verdict::Inconclusive),
     );
-    down.extend([weight_down, stage_down]);
+    down.extend([
+        weight_down,
+        stage_down,
+        pass_down,
+        fail_down,
+        inconclusive_down,
+    ]);
     let no_answer = down
         .iter()
         .all(|d| *d)
@@ -242,6 +265,11 @@ pub async fn gather(
         load,
         weight,
         stage,
+        verdicts: vec![
+            (Verdict::Pass, pass),
+            (Verdict::Fail, fail),
+            (Verdict::Inconclusive, inconclusive),
+        ],
     };
     (history, no_answer)
 }

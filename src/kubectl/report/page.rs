@@ -13,11 +13,11 @@ use kube::ResourceExt;
 use crate::analysis::Unit;
 use crate::api::{ConcurrencyExperiment, ConcurrencyExperimentStatus};
 
-use super::history::{stage_starts, History, Points, Series, Variant};
+use super::history::{counted, stage_starts, History, Points, Series, Variant};
 use super::sections::{
     analyses_table, capacity_section, check_section, queries, selection_section, Frame,
 };
-use super::svg::{clock, esc, Limit, Line, StageMark};
+use super::svg::{clock, esc, Limit, Line, Marker, StageMark};
 use crate::kubectl::render::{self, units};
 
 /// The page's only style: inline, so the file needs nothing else.
@@ -119,8 +119,13 @@ pub fn render(exp: &ConcurrencyExperiment, history: &History, made_at: Timestamp
     sections.push_str(&analyses_table(exp, &st, &units));
 
     if st.analyses.len() >= crate::api::KEPT_ANALYSES {
+        let older = if counted_by_operator(history) {
+            "the Traffic chart marks every analysis, from the operator's counter"
+        } else {
+            "they are not drawn as markers"
+        };
         notes.push(format!(
-            "Status keeps the last {} analyses: older analyses are not in the table or drawn as markers; the series show their whole range.",
+            "Status keeps the last {} analyses: older ones are not in the table or on the checks' charts, and {older}; the series show their whole range.",
             crate::api::KEPT_ANALYSES
         ));
     }
@@ -275,6 +280,7 @@ fn weight_section(
     if points.is_empty() {
         notes.push("No weight in force is known: no analysis ran.".into());
     }
+    chart.markers = verdict_marks(st, history, &points, notes);
     chart.lines.push(Line {
         label: format!("candidate's share of traffic in force, % (from {source})"),
         class: "weight".into(),
@@ -293,8 +299,79 @@ fn weight_section(
         .map(|s| format!("{}%", s.weight))
         .collect();
     format!(
-        r#"<section id="weights"><h2>Traffic</h2><p class="sub">Stages {} planned; the line is the split in force (pods ready, routes applied).</p><figure data-chart="weight">{}</figure></section>"#,
+        r#"<section id="weights"><h2>Traffic</h2><p class="sub">Stages {} planned; the line is the split in force (pods ready, routes applied); a dot is where analyses ended, coloured by verdict.</p><figure data-chart="weight">{}</figure></section>"#,
         esc(&planned.join(" → ")),
         chart.render()
     )
+}
+
+/// Whether this Prometheus has the operator's count of the experiment's analyses.
+fn counted_by_operator(history: &History) -> bool {
+    history
+        .verdicts
+        .iter()
+        .any(|(_, p)| p.as_ref().is_ok_and(|p| !p.is_empty()))
+}
+
+/// Each analysis' verdict on the weight line: every one the operator counted (so analyses
+/// status no longer keeps are there too), else the ones status keeps.
+fn verdict_marks(
+    st: &ConcurrencyExperimentStatus,
+    history: &History,
+    weight: &[(f64, f64)],
+    notes: &mut Vec<String>,
+) -> Vec<Marker> {
+    let weight_at = |t: f64| {
+        weight
+            .iter()
+            .take_while(|p| p.0 <= t)
+            .last()
+            .or(weight.first())
+            .map_or(0.0, |p| p.1)
+    };
+    if !counted_by_operator(history) {
+        if let Some(e) = history.verdicts.iter().find_map(|(_, p)| p.as_ref().err()) {
+            notes.push(format!(
+                "The operator's count of analyses could not be read ({e}): the verdicts marked are those status keeps."
+            ));
+        }
+        return st
+            .analyses
+            .iter()
+            .map(|a| {
+                let at = a.at.0.as_second() as f64;
+                Marker {
+                    at,
+                    value: f64::from(a.weight),
+                    verdict: a.verdict.as_str(),
+                    count: 1,
+                    title: format!("{} · analysis {}", clock(at), a.verdict.as_str()),
+                }
+            })
+            .collect();
+    }
+    let mut marks = Vec::new();
+    for (verdict, points) in &history.verdicts {
+        let Ok(points) = points else { continue };
+        for c in counted(points, history.from.as_second() as f64) {
+            let what = match c.count {
+                1 => "1 analysis".to_string(),
+                n => format!("{n} analyses"),
+            };
+            marks.push(Marker {
+                at: c.at,
+                value: weight_at(c.at),
+                verdict: verdict.as_str(),
+                count: c.count,
+                title: format!(
+                    "{what} {} between {} and {}",
+                    verdict.as_str(),
+                    clock(c.since),
+                    clock(c.at)
+                ),
+            });
+        }
+    }
+    marks.sort_by(|a, b| a.at.total_cmp(&b.at));
+    marks
 }

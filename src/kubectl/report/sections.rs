@@ -91,6 +91,7 @@ pub(super) fn check_section(
                 at: a.at.0.as_second() as f64,
                 value: v,
                 verdict: c.verdict.as_str(),
+                count: 1,
                 title: format!(
                     "{} · candidate {} vs baseline {} — {}{}",
                     clock(a.at.0.as_second() as f64),
@@ -226,6 +227,7 @@ pub(super) fn capacity_section(
                 at: a.at.0.as_second() as f64,
                 value: r,
                 verdict: a.verdict.as_str(),
+                count: 1,
                 title: format!(
                     "{} · candidate's busiest pod {r:.1}/s (analysis {})",
                     clock(a.at.0.as_second() as f64),

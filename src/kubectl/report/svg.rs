@@ -67,6 +67,8 @@ pub struct Marker {
     pub value: f64,
     /// `Pass`, `Fail` or `Inconclusive`.
     pub verdict: &'static str,
+    /// How many analyses it stands for (several end within one step of a long experiment).
+    pub count: u32,
     pub title: String,
 }
 
@@ -307,8 +309,9 @@ impl Chart {
             }
             let _ = write!(
                 s,
-                r#"<circle class="marker {}" cx="{:.1}" cy="{:.1}" r="4"><title>{}</title></circle>"#,
+                r#"<circle class="marker {}" data-count="{}" cx="{:.1}" cy="{:.1}" r="4"><title>{}</title></circle>"#,
                 m.verdict,
+                m.count,
                 x(m.at),
                 y(m.value),
                 esc(&m.title)

@@ -7,8 +7,11 @@ use std::time::Duration;
 use jiff::Timestamp;
 
 use super::fixtures::*;
+use crate::api::Verdict;
 use crate::kubectl::cli::{PrometheusAccess, ReportArgs};
-use crate::kubectl::report::history::{stage_starts, History, Points, Series, Variant};
+use crate::kubectl::report::history::{
+    counted, stage_starts, Counted, History, Points, Series, Variant,
+};
 use crate::kubectl::report::svg::segments;
 use crate::kubectl::report::{self, page};
 
@@ -87,7 +90,49 @@ fn history() -> History {
         load: vec![series(Variant::Candidate, Ok(whole(12.5)))],
         weight: Ok(weight),
         stage: Ok(stage),
+        // The operator counted one more analysis (01:02) than status keeps.
+        verdicts: vec![
+            (
+                Verdict::Pass,
+                Ok(steps(&[
+                    ("2026-11-30T01:01:00Z", 0.0),
+                    ("2026-11-30T01:02:00Z", 1.0),
+                    ("2026-11-30T01:05:15Z", 2.0),
+                    ("2026-11-30T01:11:15Z", 3.0),
+                ])),
+            ),
+            (Verdict::Fail, Ok(whole(0.0))),
+            (
+                Verdict::Inconclusive,
+                Ok(steps(&[
+                    ("2026-11-30T01:01:00Z", 0.0),
+                    ("2026-11-30T01:06:15Z", 1.0),
+                ])),
+            ),
+        ],
     }
+}
+
+/// A counter that takes each value from its time on, every 15 s to the history's end.
+fn steps(changes: &[(&str, f64)]) -> Points {
+    let mut out = Vec::new();
+    for (i, (at, v)) in changes.iter().enumerate() {
+        let end = changes
+            .get(i + 1)
+            .map_or(t("2026-11-30T01:12:30Z"), |n| t(n.0) - 15.0);
+        out.extend(flat_between(t(at), end, *v));
+    }
+    out
+}
+
+fn flat_between(a: f64, b: f64, v: f64) -> Points {
+    let mut out = Vec::new();
+    let mut x = a;
+    while x <= b {
+        out.push((x, v));
+        x += 15.0;
+    }
+    out
 }
 
 fn count(html: &str, needle: &str) -> usize {
@@ -127,8 +172,30 @@ fn a_report_charts_every_check_per_variant_with_limits_stages_and_verdicts() {
     assert!(html.contains(r#"data-series="baseline + 10% (maxIncrease)""#));
     assert!(html.contains(r#"<g class="limit max" data-value="0.15">"#));
     // Each analysis' candidate value as a marker coloured by its check's verdict: latency and
-    // gvlWait 3 each, memory 3, queueTime 2 (one had no candidate value).
-    assert_eq!(count(&html, r#"<circle class="marker Pass""#), 11);
+    // gvlWait 3 each, memory 3, queueTime 2 (one had no candidate value); and on the weight
+    // line every analysis the operator counted, the one status no longer keeps included.
+    assert_eq!(count(&html, r#"<circle class="marker Pass""#), 11 + 3);
+    let traffic = html
+        .split(r#"<figure data-chart="weight">"#)
+        .nth(1)
+        .and_then(|s| s.split("</figure>").next())
+        .unwrap();
+    assert_eq!(
+        count(traffic, r#"<circle class="marker Pass" data-count="1""#),
+        3
+    );
+    assert_eq!(
+        count(
+            traffic,
+            r#"<circle class="marker Inconclusive" data-count="1""#
+        ),
+        1
+    );
+    assert_eq!(count(traffic, r#"<circle class="marker Fail""#), 0);
+    assert!(
+        traffic.contains("<title>1 analysis Pass between 01:01:45 and 01:02:00</title>"),
+        "{traffic}"
+    );
     // Lines per variant, drawn in segments around the gap, never through it.
     assert!(
         html.contains(r#"<g class="series candidate" data-series="candidate" data-points="36">"#),
@@ -208,6 +275,43 @@ fn a_series_is_cut_at_gaps_and_at_values_that_are_not_numbers() {
 }
 
 #[test]
+fn analyses_are_counted_where_the_counter_rises_and_after_a_restart() {
+    let c = |since, at, count| Counted { since, at, count };
+    // Born during the range at 1 (an analysis before its first scrape), +2 within one step,
+    // the operator restarted (down to 0, then 1), a missing sample skipped.
+    let points = vec![
+        (30.0, 1.0),
+        (45.0, 1.0),
+        (60.0, 3.0),
+        (75.0, 0.0),
+        (90.0, f64::NAN),
+        (105.0, 1.0),
+    ];
+    assert_eq!(
+        counted(&points, 0.0),
+        vec![c(0.0, 30.0, 1), c(45.0, 60.0, 2), c(75.0, 105.0, 1)]
+    );
+    assert!(counted(&[(0.0, 0.0), (15.0, 0.0)], 0.0).is_empty());
+}
+
+#[test]
+fn without_the_operators_count_the_analyses_in_status_are_marked() {
+    let mut h = history();
+    for (_, p) in &mut h.verdicts {
+        *p = Err("HTTP 503".into());
+    }
+    let html = page::render(&progressing(), &h, now());
+    let traffic = html
+        .split(r#"<figure data-chart="weight">"#)
+        .nth(1)
+        .and_then(|s| s.split("</figure>").next())
+        .unwrap();
+    assert_eq!(count(traffic, r#"<circle class="marker Pass""#), 2);
+    assert_eq!(count(traffic, r#"<circle class="marker Inconclusive""#), 1);
+    assert!(html.contains("The operator&#39;s count of analyses could not be read (HTTP 503)"));
+}
+
+#[test]
 fn stages_begin_where_the_gauge_changes() {
     let g = vec![
         (10.0, 0.0),
@@ -258,6 +362,7 @@ async fn report_reads_the_experiment_and_redraws_each_check_from_prometheus() {
         ("container_memory_working_set_bytes", None),
         ("concurrency_experiment_weight", Some(67.0)),
         ("concurrency_experiment_stage_index", Some(1.0)),
+        ("concurrency_experiment_analyses_total", Some(2.0)),
         ("ruby_gvl_wait_seconds_total", Some(0.01)),
         ("max(sum by (pod)", Some(9.5)),
     ])
@@ -275,8 +380,10 @@ async fn report_reads_the_experiment_and_redraws_each_check_from_prometheus() {
     );
     let html = text(out);
     let queries = queries.lock().unwrap().clone();
-    // Four checks and the load for baseline and candidate, and two of the operator's gauges.
-    assert_eq!(queries.len(), 4 * 2 + 2 + 2, "{queries:#?}");
+    // Four checks and the load for baseline and candidate, two of the operator's gauges and
+    // its count of analyses per verdict.
+    assert_eq!(queries.len(), 4 * 2 + 2 + 2 + 3, "{queries:#?}");
+    assert!(queries.iter().any(|q| q.starts_with(r#"sum(concurrency_experiment_analyses_total{experiment="storefront-threads",namespace="shop",verdict="Fail"}) or sum("#)), "{queries:#?}");
     let baseline = queries
         .iter()
         .filter(|q| q.contains(r#"namespace="shop",pod=~"^storefront-["#))

@@ -228,6 +228,7 @@ fn in_a_selections_report_the_walking_candidate_starts_with_stage_1() {
             .into_iter()
             .map(|(t, _)| (t, 0.0))
             .collect()),
+        verdicts: vec![],
     };
     let html = page::render(&e, &h, now());
     assert!(

@@ -74,6 +74,36 @@ fn gauges_follow_the_status() {
 }
 
 #[test]
+fn analyses_are_counted_by_verdict_from_zero() {
+    let m = Metrics::new();
+    m.set_experiment("shop", "storefront", &progressing());
+    let count = |m: &Metrics, verdict: &str| {
+        value(
+            &m.encode(),
+            &format!(r#"concurrency_experiment_analyses_total{{{EXP},verdict="{verdict}"}}"#),
+        )
+    };
+    // Before any analysis each verdict is exported at 0: the first one is a rise, not a
+    // series that appears at 1 (which a report could not tell from one that always was).
+    for verdict in ["Pass", "Fail", "Inconclusive"] {
+        assert_eq!(count(&m, verdict), Some(0.0), "{verdict}");
+    }
+    m.count_experiment_analysis("shop", "storefront", crate::api::Verdict::Fail);
+    m.count_experiment_analysis("shop", "storefront", crate::api::Verdict::Fail);
+    m.count_experiment_analysis("shop", "storefront", crate::api::Verdict::Pass);
+    assert_eq!(count(&m, "Fail"), Some(2.0));
+    assert_eq!(count(&m, "Pass"), Some(1.0));
+    assert_eq!(count(&m, "Inconclusive"), Some(0.0));
+    // A later status does not reset the counts (status' own counts reset on retry).
+    m.set_experiment("shop", "storefront", &progressing());
+    assert_eq!(count(&m, "Fail"), Some(2.0));
+    m.remove_experiment("shop", "storefront");
+    assert!(!m
+        .encode()
+        .contains("concurrency_experiment_analyses_total{"));
+}
+
+#[test]
 fn an_update_drops_the_old_phase_and_checks() {
     let m = Metrics::new();
     m.set_experiment("shop", "storefront", &progressing());
