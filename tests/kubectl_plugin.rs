@@ -151,14 +151,16 @@ async fn errors_are_one_line_on_stderr_with_a_failing_exit_code() {
     assert_eq!(
         stderr(&o),
         "error: storefront-threads: is Progressing at stage 1/3; approve lifts a hold (phase \
-         Paused with holdReason InconclusiveLimit or AwaitingApproval) or the manual promotion \
-         at the last stage — nothing to approve\n"
+         Paused with holdReason InconclusiveLimit, InsufficientCapacity or AwaitingApproval) or \
+         the manual promotion at the last stage — nothing to approve\n"
     );
     let o = plugin(addr, &["retry", "storefront-threads", "-n", "shop"]).await;
     assert_eq!(o.status.code(), Some(1));
     assert_eq!(
         stderr(&o),
-        "error: storefront-threads: is Progressing at stage 1/3; only a RolledBack experiment can be retried\n"
+        "error: storefront-threads: the experiment is Progressing at stage 1/3 — only a \
+         RolledBack experiment is retried (abort to roll it back, then retry once it is \
+         RolledBack)\n"
     );
 
     // Allowed, but RBAC denies the patch.

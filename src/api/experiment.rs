@@ -256,4 +256,14 @@ impl ConcurrencyExperiment {
             None => self.spec.walked_candidate(self.status.as_ref()),
         }
     }
+
+    /// Whether the annotation `key` is set to `true` (any case, spaces around allowed): how
+    /// the one-shot requests (`ANNOTATION_*`) are read, by the operator and the plugin alike.
+    pub fn flag(&self, key: &str) -> bool {
+        self.metadata
+            .annotations
+            .as_ref()
+            .and_then(|a| a.get(key))
+            .is_some_and(|v| v.trim().eq_ignore_ascii_case("true"))
+    }
 }

@@ -99,12 +99,6 @@ fn walked(exp: &ConcurrencyExperiment) -> &ServerConfig {
     exp.spec.walked_candidate(exp.status.as_ref())
 }
 
-fn flag(exp: &ConcurrencyExperiment, annotation: &str) -> bool {
-    exp.annotations()
-        .get(annotation)
-        .is_some_and(|v| v.trim().eq_ignore_ascii_case("true"))
-}
-
 /// Problems the CRD schema cannot see; each makes the experiment `Invalid`.
 pub fn spec_error(exp: &ConcurrencyExperiment, fetched: &Fetched) -> Option<String> {
     if let Some(first) = fetched.rivals.first() {
@@ -276,10 +270,10 @@ pub fn observations(
         generation: exp.meta().generation.unwrap_or_default(),
         deleting_since: exp.meta().deletion_timestamp.as_ref().map(|t| t.0),
         namespace_terminating: false,
-        abort_requested: exp.spec.abort || flag(exp, ANNOTATION_ABORT),
+        abort_requested: exp.spec.abort || exp.flag(ANNOTATION_ABORT),
         promotion_approved: exp.spec.approved,
-        resume_requested: flag(exp, ANNOTATION_APPROVE),
-        retry_requested: flag(exp, ANNOTATION_RETRY),
+        resume_requested: exp.flag(ANNOTATION_APPROVE),
+        retry_requested: exp.flag(ANNOTATION_RETRY),
         other_experiment: fetched.others.first().cloned(),
         spec_error: spec_error(exp, fetched),
         target,

@@ -11,7 +11,10 @@ use crate::api::{
     AnalysisRecord, CapacityMeasurement, CheckResult, ConcurrencyExperiment,
     ConcurrencyExperimentStatus, Decision, Phase, VariantStatus, Verdict,
 };
-use crate::plan::{AWAITING_APPROVAL, AWAITING_EXTERNAL_PROMOTION, INCONCLUSIVE_LIMIT};
+use crate::plan::controls::{answer, Answer, Control};
+use crate::plan::{
+    AWAITING_APPROVAL, AWAITING_EXTERNAL_PROMOTION, INCONCLUSIVE_LIMIT, INSUFFICIENT_CAPACITY,
+};
 
 use super::selection::selection_block;
 pub use super::table::{age, line, mark, time, Table};
@@ -70,32 +73,48 @@ fn variant_line(v: &VariantStatus) -> String {
 /// Why the experiment is paused or held, and the command that continues it.
 pub fn hold_lines(exp: &ConcurrencyExperiment, st: &ConcurrencyExperimentStatus) -> Vec<String> {
     let name = exp.name_any();
+    // The commands offered are the ones the operator will act on now (`plan::controls`).
+    let does = |control: Control| match answer(control, exp) {
+        Answer::Does(what) => Some(what),
+        Answer::Asked(_) | Answer::Refused(_) => None,
+    };
     let mut lines = Vec::new();
-    if st.phase == Phase::RolledBack {
+    if let Some(what) = does(Control::Retry) {
         lines.push(format!(
-            "Retry:       `kubectl concurrency retry {name}` starts again from stage 1"
+            "Retry:       `kubectl concurrency retry {name}` {what}"
         ));
     }
     if st.phase.is_terminal() {
         return lines;
     }
+    let abort = does(Control::Abort).map_or_else(String::new, |_| ", `abort` rolls back".into());
+    let approve = does(Control::Approve)
+        .map(|what| format!("; `kubectl concurrency approve {name}` {what}{abort}"))
+        .unwrap_or_default();
     match st.hold_reason.as_deref() {
         Some(AWAITING_APPROVAL) => lines.push(format!(
-            "Hold:        {AWAITING_APPROVAL} — all stages passed; `kubectl concurrency approve {name}` promotes"
+            "Hold:        {AWAITING_APPROVAL} — all stages passed{approve}"
         )),
         Some(AWAITING_EXTERNAL_PROMOTION) => lines.push(format!(
             "Hold:        {AWAITING_EXTERNAL_PROMOTION} — all stages passed; commit the patch below to Deployment {} in Git: the experiment completes once the target runs it",
             exp.spec.target_ref.name
         )),
         Some(INCONCLUSIVE_LIMIT) => lines.push(format!(
-            "Hold:        {INCONCLUSIVE_LIMIT} — too many analyses without data; `kubectl concurrency approve {name}` continues, `abort` rolls back"
+            "Hold:        {INCONCLUSIVE_LIMIT} — too many analyses without data{approve}"
         )),
-        Some(other) => lines.push(format!("Hold:        {other}")),
+        Some(INSUFFICIENT_CAPACITY) => {
+            let gate = st
+                .capacity_gate
+                .as_ref()
+                .map_or_else(String::new, |g| format!(" — {}", g.message.trim_end_matches('.')));
+            lines.push(format!("Hold:        {INSUFFICIENT_CAPACITY}{gate}{approve}"))
+        }
+        Some(other) => lines.push(format!("Hold:        {other}{approve}")),
         None => {}
     }
-    if exp.spec.paused {
+    if let Some(what) = does(Control::Resume) {
         lines.push(format!(
-            "Paused:      spec.paused — `kubectl concurrency resume {name}` continues"
+            "Paused:      spec.paused — `kubectl concurrency resume {name}` {what}"
         ));
     }
     lines

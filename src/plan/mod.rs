@@ -94,6 +94,7 @@ mod analysis;
 mod approval;
 mod capacity;
 pub mod conditions;
+pub mod controls;
 mod ctx;
 mod elimination;
 mod external;

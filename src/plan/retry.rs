@@ -30,32 +30,15 @@ pub fn handle(cx: &mut Ctx) {
     if !requested(cx) || cx.obs.deleting() {
         return;
     }
-    let target = cx.spec.target_ref.name.clone();
-    let why = match cx.status.phase {
-        Phase::RolledBack if cx.spec.abort => {
-            "spec.abort is true, so the retried experiment would roll back at once; set it to \
-             false, then annotate again"
-                .into()
-        }
-        Phase::RolledBack => match &cx.obs.other_experiment {
+    let why = match super::controls::retry_refusal(cx.spec, &cx.status) {
+        Some(why) => why,
+        None => match &cx.obs.other_experiment {
             Some(other) => format!(
-                "experiment {other} runs on Deployment {target} now; retry once it has finished"
+                "experiment {other} runs on Deployment {} now; retry once it has finished",
+                cx.spec.target_ref.name
             ),
             None => return retry(cx),
         },
-        Phase::Succeeded => format!(
-            "the experiment succeeded, Deployment {target} already runs {}; create a new \
-             experiment to try another config",
-            cx.candidate().summary()
-        ),
-        Phase::Invalid => {
-            "an Invalid experiment cannot run; fix the spec, then delete and re-create it".into()
-        }
-        phase => format!(
-            "the experiment is {} — only a RolledBack experiment is retried (abort to roll it \
-             back, then annotate again once it is RolledBack)",
-            phase.as_str()
-        ),
     };
     cx.status.retry_annotation_consumed = true;
     let msg = format!("Retry refused: {why}. Removing annotation {ANNOTATION_RETRY}.");

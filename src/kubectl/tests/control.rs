@@ -86,8 +86,8 @@ async fn approve_refuses_without_a_hold() {
     assert_eq!(
         e.unwrap_err().to_string(),
         "storefront-threads: is Progressing at stage 2/3; approve lifts a hold (phase Paused with \
-         holdReason InconclusiveLimit or AwaitingApproval) or the manual promotion at the last \
-         stage — nothing to approve"
+         holdReason InconclusiveLimit, InsufficientCapacity or AwaitingApproval) or the manual \
+         promotion at the last stage — nothing to approve"
     );
     assert_eq!(lines(&seen).len(), 1, "no patch");
     let paused = edited(|v| {
@@ -128,6 +128,10 @@ async fn abort_sets_the_annotation_and_a_denial_is_one_line() {
         patch_of(&seen).body,
         json!({"metadata": {"resourceVersion": "100", "annotations": {"concurrency.dev/abort": "true"}}})
     );
+    // A selection is aborted like any running experiment (the machine rolls it back).
+    let selecting = edited(|v| v["status"]["phase"] = json!("Selecting"));
+    let (out, _) = control_on(Control::Abort, selecting, Some(200)).await;
+    assert!(out.unwrap().contains("abort requested"));
     let (e, _) = control_on(Control::Abort, progressing_json(), Some(403)).await;
     let e = e.unwrap_err();
     assert!(matches!(e, PluginError::Forbidden { verb: "patch", .. }));
@@ -168,7 +172,7 @@ async fn retry_only_after_a_rollback_and_clears_a_leftover_abort() {
     assert_eq!(
         out.unwrap(),
         "storefront-threads: retry requested (concurrency.dev/retry=true); the operator starts \
-         again at stage 1 and removes the annotation\n"
+         again from stage 1 and removes the annotation\n"
     );
     assert_eq!(
         patch_of(&seen).body,
@@ -179,7 +183,8 @@ async fn retry_only_after_a_rollback_and_clears_a_leftover_abort() {
     let (e, _) = control_on(Control::Retry, progressing_json(), None).await;
     assert_eq!(
         e.unwrap_err().to_string(),
-        "storefront-threads: is Progressing at stage 2/3; only a RolledBack experiment can be retried"
+        "storefront-threads: the experiment is Progressing at stage 2/3 — only a RolledBack \
+         experiment is retried (abort to roll it back, then retry once it is RolledBack)"
     );
     let mut aborted = rolled_back_json();
     aborted["spec"]["abort"] = json!(true);
@@ -192,8 +197,8 @@ async fn pause_and_resume_patch_spec_paused() {
     let (out, seen) = control_on(Control::Pause, progressing_json(), Some(200)).await;
     assert_eq!(
         out.unwrap(),
-        "storefront-threads: paused (spec.paused: true) at stage 2/3; analyses keep running and \
-         can still roll back\n"
+        "storefront-threads: paused (spec.paused: true) at stage 2/3; the operator holds at this \
+         stage; analyses keep running and can still roll back\n"
     );
     assert_eq!(
         patch_of(&seen).body,
@@ -211,7 +216,7 @@ async fn pause_and_resume_patch_spec_paused() {
     let (out, seen) = control_on(Control::Resume, paused, Some(200)).await;
     assert_eq!(
         out.unwrap(),
-        "storefront-threads: resumed (spec.paused: false)\n"
+        "storefront-threads: resumed (spec.paused: false); the operator continues\n"
     );
     assert_eq!(
         patch_of(&seen).body,

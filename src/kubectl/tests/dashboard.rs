@@ -25,7 +25,7 @@ fn rows_are_sorted_and_say_what_waits_for_a_person() {
         names,
         ["a-held", "storefront-threads", "storefront-threads"]
     );
-    assert!(html.contains(r#"<div class="hold">AwaitingApproval — all stages passed; `kubectl concurrency approve a-held` promotes</div>"#), "{html}");
+    assert!(html.contains(r#"<div class="hold">AwaitingApproval — all stages passed; `kubectl concurrency approve a-held` promotes the candidate into the target, `abort` rolls back</div>"#), "{html}");
     assert!(html.contains(
         r#"data-phase="Progressing" data-stage="2/3" data-planned="70" data-effective="67""#
     ));

@@ -57,7 +57,7 @@ fn holds_and_pauses_name_the_command_that_continues() {
     let text = experiment_detail(&held, now());
     assert!(
         text.contains(
-            "Hold:        AwaitingApproval — all stages passed; `kubectl concurrency approve storefront-threads` promotes\n\
+            "Hold:        AwaitingApproval — all stages passed; `kubectl concurrency approve storefront-threads` promotes once spec.paused is lifted (`kubectl concurrency resume`), `abort` rolls back\n\
              Paused:      spec.paused — `kubectl concurrency resume storefront-threads` continues\n"
         ),
         "{text}"

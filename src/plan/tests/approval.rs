@@ -6,7 +6,7 @@ use super::*;
 use crate::api::{InconclusiveAction, Phase};
 
 /// Stage 2 held by four inconclusive analyses (limit 3, `onInconclusive: pause`).
-fn held_inconclusive() -> Run {
+pub(super) fn held_inconclusive() -> Run {
     let mut run = in_stage_two(spec());
     run.spec.analysis.on_inconclusive = InconclusiveAction::Pause;
     run.advance(60, 4, Verdict::Inconclusive);
@@ -23,7 +23,7 @@ fn manual() -> ConcurrencyExperimentSpec {
 }
 
 /// A manual promotion whose stages all passed, holding for approval.
-fn at_the_gate() -> Run {
+pub(super) fn at_the_gate() -> Run {
     let mut run = Run::new(manual(), 2);
     run.tick(None);
     run.advance(60, 8, Verdict::Pass);

@@ -266,6 +266,7 @@ impl World {
 }
 
 /// Steps the machine through time against a `World`, keeping every action it asked for.
+#[derive(Clone)]
 pub struct Run {
     pub spec: ConcurrencyExperimentSpec,
     pub status: ConcurrencyExperimentStatus,

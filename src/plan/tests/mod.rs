@@ -5,6 +5,7 @@ mod autoscaler;
 mod baseline;
 mod bounds;
 mod capacity;
+mod controls;
 mod deadline;
 mod edit;
 mod external;

@@ -6,7 +6,7 @@ use super::*;
 use crate::api::Phase;
 
 /// Rolled back on failed checks from stage 2, the baseline restored.
-fn rolled_back() -> Run {
+pub(super) fn rolled_back() -> Run {
     let mut run = in_stage_two(spec());
     run.advance(60, 2, Verdict::Fail);
     while run.status.phase != Phase::RolledBack {
