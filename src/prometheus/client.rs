@@ -13,18 +13,16 @@
 //! not followed (the operator must not be steered to another address), and no URL is printed
 //! with its `user:pass@`.
 
-use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use jiff::Timestamp;
 use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
-use serde::Deserialize;
-use tokio::io::AsyncReadExt;
 use tokio::sync::Semaphore;
 
 use super::provider::{Auth, Provider, Username};
-use super::tls::tls_config;
+use super::response::{parse_by_label, parse_range, parse_response, truncate, MAX_ERROR_TEXT};
+use super::transport::{http_client, percent_decode, read_capped, read_secret, Capped};
 use crate::analysis::{MetricSource, PrometheusError};
 use crate::api::Analysis;
 use crate::telemetry::redact::{error_chain, url_for_display};
@@ -41,14 +39,8 @@ pub const MAX_RESPONSE_BYTES: usize = 1024 * 1024;
 /// one slow Prometheus holds at most this many of the operator's connections and tasks.
 pub const MAX_IN_FLIGHT: usize = 4;
 
-/// Largest token, username or password file read (a JWT is a few KiB).
-const MAX_SECRET_BYTES: u64 = 64 * 1024;
-
 /// Longest encoded query sent with GET; longer goes as a POST form.
 const MAX_GET_QUERY: usize = 4096;
-
-/// Longest piece of a Prometheus or proxy error message kept in a reason.
-const MAX_ERROR_TEXT: usize = 512;
 
 /// Most steps a range query asks for: Prometheus' own limit per series.
 pub const MAX_RANGE_POINTS: usize = 11_000;
@@ -96,7 +88,7 @@ impl PrometheusClient {
             url: display.clone(),
             message,
         };
-        let mut base = super::provider::base_url(&provider.url).map_err(invalid)?;
+        let mut base = super::endpoint::base_url(&provider.url).map_err(invalid)?;
         let url_auth = match (base.username(), base.password()) {
             ("", None) => None,
             (user, password) => Some((percent_decode(user), password.map(percent_decode))),
@@ -116,7 +108,7 @@ impl PrometheusClient {
                 HeaderValue::from_str(v).map_err(|e| invalid(format!("header {k}: {e}")))?;
             headers.insert(name, value);
         }
-        let http = http_client(provider, &display)?;
+        let http = http_client(provider, &display, MAX_IN_FLIGHT)?;
         Ok(Self {
             http,
             endpoint: base,
@@ -326,313 +318,6 @@ fn unix(at: Timestamp) -> String {
         at.as_second(),
         at.subsec_millisecond().unsigned_abs()
     )
-}
-
-fn percent_decode(s: &str) -> String {
-    // Userinfo is percent-encoded in a URL; `form_urlencoded` decodes the same escapes
-    // (and `+`, which a userinfo does not use unescaped).
-    form_urlencoded::parse(format!("x={}", s.replace('+', "%2B")).as_bytes())
-        .next()
-        .map(|(_, v)| v.into_owned())
-        .unwrap_or_else(|| s.to_string())
-}
-
-/// A secret file's content, without the trailing newline `kubectl create secret --from-file`
-/// keeps; read at every query so a rotated Secret is used without a restart.
-async fn read_secret(path: &std::path::Path, what: &str) -> Result<String, PrometheusError> {
-    let fail = |message: String| {
-        PrometheusError::Credentials(format!(
-            "reading the {what} file {}: {message}",
-            path.display()
-        ))
-    };
-    let file = tokio::fs::File::open(path)
-        .await
-        .map_err(|e| fail(e.to_string()))?;
-    let mut text = String::new();
-    file.take(MAX_SECRET_BYTES + 1)
-        .read_to_string(&mut text)
-        .await
-        .map_err(|e| fail(e.to_string()))?;
-    if text.len() as u64 > MAX_SECRET_BYTES {
-        return Err(fail(format!("larger than {MAX_SECRET_BYTES} bytes")));
-    }
-    let text = text.trim_end_matches(['\r', '\n']).to_string();
-    if text.is_empty() {
-        return Err(fail("empty".into()));
-    }
-    Ok(text)
-}
-
-enum Capped {
-    TooLarge,
-    Transport(reqwest::Error),
-}
-
-/// The body, read chunk by chunk and given up as soon as it passes `cap` bytes: memory per
-/// query stays under `cap` plus one chunk whatever the server sends.
-async fn read_capped(mut response: reqwest::Response, cap: usize) -> Result<Vec<u8>, Capped> {
-    if response
-        .content_length()
-        .is_some_and(|n| n > u64::try_from(cap).unwrap_or(u64::MAX))
-    {
-        return Err(Capped::TooLarge);
-    }
-    let mut body = Vec::new();
-    while let Some(chunk) = response.chunk().await.map_err(Capped::Transport)? {
-        if body.len() + chunk.len() > cap {
-            return Err(Capped::TooLarge);
-        }
-        body.extend_from_slice(&chunk);
-    }
-    Ok(body)
-}
-
-/// `text` on one line, cut to at most `max` bytes at a character boundary (`api::truncate`,
-/// the one home of byte budgets).
-fn truncate(text: &str, max: usize) -> String {
-    let line = text.split_whitespace().collect::<Vec<_>>().join(" ");
-    crate::api::truncate(&line, max)
-}
-
-/// The JSON body of `/api/v1/query`.
-#[derive(Deserialize)]
-#[serde(rename_all = "camelCase")]
-struct Body {
-    status: String,
-    #[serde(default)]
-    data: Option<Data>,
-    #[serde(default)]
-    error_type: Option<String>,
-    #[serde(default)]
-    error: Option<String>,
-}
-
-#[derive(Deserialize)]
-#[serde(tag = "resultType", content = "result", rename_all = "lowercase")]
-enum Data {
-    Scalar(Sample),
-    Vector(Vec<Series>),
-    Matrix(Vec<RangeSeries>),
-    String(serde::de::IgnoredAny),
-}
-
-/// One series of a range answer. A native histogram has `histograms`, not `values`.
-#[derive(Deserialize)]
-struct RangeSeries {
-    #[serde(default)]
-    values: Vec<Point>,
-}
-
-/// `[<unix seconds>, "<value>"]` with its time.
-#[derive(Deserialize)]
-struct Point(f64, String);
-
-/// `[<unix seconds>, "<value>"]`.
-#[derive(Deserialize)]
-struct Sample(serde::de::IgnoredAny, String);
-
-/// One series of a vector. A native histogram has no `value`.
-#[derive(Deserialize)]
-struct Series {
-    #[serde(default)]
-    metric: BTreeMap<String, String>,
-    #[serde(default)]
-    value: Option<Sample>,
-}
-
-/// Most series a vector answer may have (`query_by_label`): a histogram's buckets are a few
-/// dozen; more is a query that was not meant.
-pub const MAX_SERIES: usize = 128;
-
-/// Each series' `label` and value, from an answer that must be a vector of at most
-/// `MAX_SERIES` series with distinct values of `label`.
-pub(crate) fn parse_by_label(
-    status: u16,
-    body: &[u8],
-    timeout: Duration,
-    label: &str,
-) -> Result<Vec<(String, f64)>, PrometheusError> {
-    let series = match parse_data(status, body, timeout)? {
-        Data::Vector(v) => v,
-        Data::Scalar(_) => {
-            return Err(PrometheusError::NotOneValue(
-                "a scalar where series by label were expected".into(),
-            ))
-        }
-        Data::Matrix(_) => return Err(PrometheusError::NotOneValue("a range vector".into())),
-        Data::String(_) => return Err(PrometheusError::NotOneValue("a string".into())),
-    };
-    if series.len() > MAX_SERIES {
-        return Err(PrometheusError::NotOneValue(format!(
-            "{} series, more than the {MAX_SERIES} a histogram's buckets may have",
-            series.len()
-        )));
-    }
-    let mut out = Vec::with_capacity(series.len());
-    for s in series {
-        let Some(key) = s.metric.get(label) else {
-            return Err(PrometheusError::NotOneValue(format!(
-                "a series without the label {label:?}"
-            )));
-        };
-        let Some(sample) = &s.value else {
-            return Err(PrometheusError::NotOneValue(
-                "a native histogram sample".into(),
-            ));
-        };
-        out.push((truncate(key, 64), number(&sample.1)?));
-    }
-    Ok(out)
-}
-
-/// The one series of a range answer (none: no data), as `(unix seconds, value)`.
-pub(crate) fn parse_range(
-    status: u16,
-    body: &[u8],
-    timeout: Duration,
-) -> Result<Vec<(f64, f64)>, PrometheusError> {
-    let series = match parse_data(status, body, timeout)? {
-        Data::Matrix(m) => m,
-        Data::Vector(_) | Data::Scalar(_) => {
-            return Err(PrometheusError::NotOneValue(
-                "an instant answer to a range query".into(),
-            ))
-        }
-        Data::String(_) => return Err(PrometheusError::NotOneValue("a string".into())),
-    };
-    match series.as_slice() {
-        [] => Ok(Vec::new()),
-        [one] => one
-            .values
-            .iter()
-            .map(|p| Ok((p.0, number(&p.1)?)))
-            .collect(),
-        more => Err(PrometheusError::NotOneValue(format!(
-            "{} series",
-            more.len()
-        ))),
-    }
-}
-
-/// The value an answer holds, or the error it reports. Prometheus answers errors with a JSON
-/// body too (400 bad_data, 422 execution, 503 timeout); anything else not 2xx is an error of
-/// whatever is in between (a proxy, an auth gateway).
-pub(crate) fn parse_response(
-    status: u16,
-    body: &[u8],
-    timeout: Duration,
-) -> Result<Option<f64>, PrometheusError> {
-    match parse_data(status, body, timeout)? {
-        Data::Scalar(s) => number(&s.1).map(Some),
-        Data::Vector(v) => match v.as_slice() {
-            [] => Ok(None),
-            [one] => match &one.value {
-                Some(s) => number(&s.1).map(Some),
-                None => Err(PrometheusError::NotOneValue(
-                    "a native histogram sample".into(),
-                )),
-            },
-            more => Err(PrometheusError::NotOneValue(format!(
-                "{} series",
-                more.len()
-            ))),
-        },
-        Data::Matrix(_) => Err(PrometheusError::NotOneValue("a range vector".into())),
-        Data::String(_) => Err(PrometheusError::NotOneValue("a string".into())),
-    }
-}
-
-/// The data of a successful answer, or the error the answer reports.
-fn parse_data(status: u16, body: &[u8], timeout: Duration) -> Result<Data, PrometheusError> {
-    let parsed: Result<Body, _> = serde_json::from_slice(body);
-    if matches!(status, 401 | 403) {
-        let text = match &parsed {
-            Ok(Body { error: Some(e), .. }) => e.clone(),
-            _ => String::from_utf8_lossy(body).into_owned(),
-        };
-        return Err(PrometheusError::Unauthorized {
-            status,
-            message: truncate(&text, MAX_ERROR_TEXT),
-        });
-    }
-    let body = match parsed {
-        Ok(b) => b,
-        Err(e) => {
-            let text = String::from_utf8_lossy(body);
-            return Err(PrometheusError::Server(
-                match (200..300).contains(&status) {
-                    true => format!("not a Prometheus answer ({e}): {}", truncate(&text, 200)),
-                    false => format!("HTTP {status}: {}", truncate(&text, MAX_ERROR_TEXT)),
-                },
-            ));
-        }
-    };
-    if body.status != "success" {
-        let kind = body.error_type.unwrap_or_default();
-        let message = truncate(&body.error.unwrap_or_default(), MAX_ERROR_TEXT);
-        return Err(match kind.as_str() {
-            "timeout" | "canceled" => PrometheusError::Timeout(timeout),
-            "bad_data" => PrometheusError::BadQuery(message),
-            _ => PrometheusError::Server(format!("{kind}: {message}")),
-        });
-    }
-    body.data
-        .ok_or_else(|| PrometheusError::Server("a success without data".into()))
-}
-
-/// A sample value: Prometheus writes floats as strings, `NaN` and `±Inf` included.
-fn number(text: &str) -> Result<f64, PrometheusError> {
-    text.parse::<f64>().map_err(|_| {
-        PrometheusError::Server(format!(
-            "sample value {:?} is not a number",
-            truncate(text, 64)
-        ))
-    })
-}
-
-/// The HTTP client, built so that failures are errors: `reqwest::Client::new()` panics when
-/// no CA certificates can be loaded, as in an image without a CA bundle. A plain `http://` URL
-/// needs none, so it gets a client that trusts no certificate authority (an https redirect
-/// then fails verification instead of connecting unverified); an `https://` URL reports what
-/// is missing. A provider with TLS settings gets its own rustls configuration.
-fn http_client(provider: &Provider, display: &str) -> Result<reqwest::Client, PrometheusError> {
-    let builder = || {
-        reqwest::Client::builder()
-            .redirect(reqwest::redirect::Policy::none())
-            .user_agent(concat!("concurrency-operator/", env!("CARGO_PKG_VERSION")))
-            // The connection pool is per client; one idle connection per slot is plenty.
-            .pool_max_idle_per_host(MAX_IN_FLIGHT)
-    };
-    let setup = |message: String| PrometheusError::ClientSetup {
-        url: display.to_string(),
-        message,
-    };
-    if !provider.tls.is_default() {
-        let config = tls_config(&provider.tls).map_err(setup)?;
-        return builder()
-            .tls_backend_preconfigured(config)
-            .build()
-            .map_err(|e| setup(error_chain(&e)));
-    }
-    let error = match builder().build() {
-        Ok(client) => return Ok(client),
-        Err(e) => e,
-    };
-    if provider.url.trim_start().starts_with("http://") {
-        tracing::debug!(error = %error_chain(&error), "no usable TLS roots; Prometheus is plain http");
-        builder()
-            .tls_certs_only(std::iter::empty())
-            .build()
-            .map_err(|e| setup(error_chain(&e)))
-    } else {
-        Err(setup(format!(
-            "{}; an https URL needs CA certificates: install a CA bundle in the operator \
-             image (/etc/ssl/certs/ca-certificates.crt), point SSL_CERT_FILE at one, or set \
-             the provider's tls.caFile",
-            error_chain(&error)
-        )))
-    }
 }
 
 /// A client for the spec's Prometheus URL with the default per-query timeout (no operator

@@ -4,8 +4,12 @@
 //! Everything it computes with is in `analysis`; this module only asks Prometheus.
 
 mod client;
+mod config;
+mod endpoint;
 pub mod provider;
+mod response;
 mod tls;
+mod transport;
 
 pub use client::{
     client_for, PrometheusClient, QueryTimer, DEFAULT_TIMEOUT, MAX_IN_FLIGHT, MAX_RESPONSE_BYTES,

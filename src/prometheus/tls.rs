@@ -12,7 +12,8 @@ use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, ServerName, UnixTime};
 use rustls::{DigitallySignedStruct, RootCertStore, SignatureScheme};
 
-use super::provider::{rustls_name, Tls};
+use super::endpoint::rustls_name;
+use super::provider::Tls;
 
 /// Largest CA file read (a bundle of a few hundred certificates).
 const MAX_CA_BYTES: u64 = 4 * 1024 * 1024;

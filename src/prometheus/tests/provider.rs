@@ -3,7 +3,8 @@
 use std::path::PathBuf;
 
 use crate::api::PrometheusSource;
-use crate::prometheus::provider::{url_under, Auth, Username};
+use crate::prometheus::endpoint::url_under;
+use crate::prometheus::provider::{Auth, Username};
 use crate::prometheus::{ProviderError, ProvidersConfig};
 
 const CONFIG: &str = r#"

@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use crate::prometheus::client::parse_response;
+use crate::prometheus::response::parse_response;
 
 const T: Duration = Duration::from_secs(7);
 
@@ -98,7 +98,7 @@ fn error_text_is_cut_at_a_character_boundary() {
 
 #[test]
 fn a_range_answer_is_one_series_of_timed_points_or_none() {
-    use crate::prometheus::client::parse_range;
+    use crate::prometheus::response::parse_range;
     let one = r#"{"status":"success","data":{"resultType":"matrix","result":[
         {"metric":{},"values":[[1700000000,"0.25"],[1700000020.5,"NaN"]]}]}}"#;
     let points = parse_range(200, one.as_bytes(), T).unwrap();
