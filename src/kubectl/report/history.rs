@@ -7,7 +7,7 @@ use std::time::Duration;
 use jiff::Timestamp;
 use kube::ResourceExt;
 
-use crate::api::{parse_duration, ConcurrencyExperiment, Verdict};
+use crate::api::{parse_duration, AnalysisRecord, ConcurrencyExperiment, Verdict};
 use crate::workload::{candidate_name, fresh_baseline_name, variant_name};
 
 /// `(unix seconds, value)`, oldest first.
@@ -208,6 +208,46 @@ pub fn counted(points: &[(f64, f64)], from: f64) -> Vec<Counted> {
             });
         }
         prev = Some((t, v));
+    }
+    out
+}
+
+/// The analyses status keeps that the operator's count does not show yet: the counter is
+/// scraped every few seconds, so the last analyses (often the one that decided) may have ended
+/// after its last sample in the range. Each analysis is matched, in time order, to the earliest
+/// unmatched counted analysis of its verdict seen at or after it; those left unmatched are not
+/// in the count.
+pub fn not_yet_counted<'a>(
+    analyses: &'a [AnalysisRecord],
+    counted: &[(Verdict, Vec<Counted>)],
+) -> Vec<&'a AnalysisRecord> {
+    let mut seen: Vec<(Verdict, Vec<f64>)> = counted
+        .iter()
+        .map(|(v, cs)| {
+            let mut at: Vec<f64> = cs
+                .iter()
+                .flat_map(|c| std::iter::repeat_n(c.at, c.count as usize))
+                .collect();
+            at.sort_by(f64::total_cmp);
+            (*v, at)
+        })
+        .collect();
+    let mut by_time: Vec<&AnalysisRecord> = analyses.iter().collect();
+    by_time.sort_by_key(|a| a.at.0);
+    let mut out = Vec::new();
+    for a in by_time {
+        let at = a.at.0.as_second() as f64;
+        let units = seen
+            .iter_mut()
+            .find(|(v, _)| *v == a.verdict)
+            .map(|(_, u)| u);
+        let matched = units.and_then(|u| {
+            let i = u.iter().position(|&t| t >= at)?;
+            Some(u.remove(i))
+        });
+        if matched.is_none() {
+            out.push(a);
+        }
     }
     out
 }

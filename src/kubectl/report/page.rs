@@ -11,9 +11,11 @@ use jiff::Timestamp;
 use kube::ResourceExt;
 
 use crate::analysis::Unit;
-use crate::api::{ConcurrencyExperiment, ConcurrencyExperimentStatus};
+use crate::api::{AnalysisRecord, ConcurrencyExperiment, ConcurrencyExperimentStatus, Verdict};
 
-use super::history::{counted, stage_starts, History, Points, Series, Variant};
+use super::history::{
+    counted, not_yet_counted, stage_starts, Counted, History, Points, Series, Variant,
+};
 use super::sections::{
     analyses_table, capacity_section, check_section, queries, selection_section, Frame,
 };
@@ -313,6 +315,18 @@ fn counted_by_operator(history: &History) -> bool {
         .any(|(_, p)| p.as_ref().is_ok_and(|p| !p.is_empty()))
 }
 
+/// One analysis status keeps, marked where and at the weight it ran.
+fn status_mark(a: &AnalysisRecord, note: &str) -> Marker {
+    let at = a.at.0.as_second() as f64;
+    Marker {
+        at,
+        value: f64::from(a.weight),
+        verdict: a.verdict.as_str(),
+        count: 1,
+        title: format!("{} · analysis {}{note}", clock(at), a.verdict.as_str()),
+    }
+}
+
 /// Each analysis' verdict on the weight line: every one the operator counted (so analyses
 /// status no longer keeps are there too), else the ones status keeps.
 fn verdict_marks(
@@ -335,25 +349,24 @@ fn verdict_marks(
                 "The operator's count of analyses could not be read ({e}): the verdicts marked are those status keeps."
             ));
         }
-        return st
-            .analyses
-            .iter()
-            .map(|a| {
-                let at = a.at.0.as_second() as f64;
-                Marker {
-                    at,
-                    value: f64::from(a.weight),
-                    verdict: a.verdict.as_str(),
-                    count: 1,
-                    title: format!("{} · analysis {}", clock(at), a.verdict.as_str()),
-                }
-            })
-            .collect();
+        return st.analyses.iter().map(|a| status_mark(a, "")).collect();
     }
-    let mut marks = Vec::new();
-    for (verdict, points) in &history.verdicts {
-        let Ok(points) = points else { continue };
-        for c in counted(points, history.from.as_second() as f64) {
+    let counts: Vec<(Verdict, Vec<Counted>)> = history
+        .verdicts
+        .iter()
+        .filter_map(|(v, p)| {
+            Some((
+                *v,
+                counted(p.as_ref().ok()?, history.from.as_second() as f64),
+            ))
+        })
+        .collect();
+    let mut marks: Vec<Marker> = not_yet_counted(&st.analyses, &counts)
+        .into_iter()
+        .map(|a| status_mark(a, " (after the operator's count was last scraped)"))
+        .collect();
+    for (verdict, cs) in counts {
+        for c in cs {
             let what = match c.count {
                 1 => "1 analysis".to_string(),
                 n => format!("{n} analyses"),

@@ -10,7 +10,7 @@ use super::fixtures::*;
 use crate::api::Verdict;
 use crate::kubectl::cli::{PrometheusAccess, ReportArgs};
 use crate::kubectl::report::history::{
-    counted, stage_starts, Counted, History, Points, Series, Variant,
+    counted, not_yet_counted, stage_starts, Counted, History, Points, Series, Variant,
 };
 use crate::kubectl::report::svg::segments;
 use crate::kubectl::report::{self, page};
@@ -227,6 +227,69 @@ fn a_rolled_back_report_leads_with_its_decision() {
     assert!(html.contains(r#"<section id="decision" class="Rollback" data-action="Rollback" data-reason="CheckFailed"><strong>Rolled back</strong> (CheckFailed) at 01:05:02 — Rolling back: 1 failed analyses exceed failureLimit 0; queueTime: candidate 459.2ms is above max 50ms"#), "{html}");
     assert!(html.contains(r#"<circle class="marker Fail""#));
     assert!(html.contains(r#"<dd id="phase">RolledBack</dd>"#));
+    // The deciding analysis ended after the counter's last scrape (its Fail count never rose
+    // in the range): it is marked from status, and says so.
+    let traffic = html
+        .split(r#"<figure data-chart="weight">"#)
+        .nth(1)
+        .and_then(|s| s.split("</figure>").next())
+        .unwrap();
+    assert_eq!(
+        count(traffic, r#"<circle class="marker Fail""#),
+        1,
+        "{traffic}"
+    );
+    assert!(
+        traffic
+            .contains("01:05:00 · analysis Fail (after the operator&#39;s count was last scraped)"),
+        "{traffic}"
+    );
+}
+
+#[test]
+fn analyses_status_keeps_are_matched_to_the_count_that_saw_them() {
+    let a = |at: &str, verdict: &str| -> crate::api::AnalysisRecord {
+        serde_json::from_value(serde_json::json!({
+            "at": at, "stageIndex": 0, "weight": 30, "verdict": verdict, "reason": "", "checks": [],
+        }))
+        .unwrap()
+    };
+    let c = |at: &str, count| Counted {
+        since: 0.0,
+        at: t(at),
+        count,
+    };
+    let kept = vec![
+        a("2026-11-30T01:01:00Z", "Pass"),
+        a("2026-11-30T01:01:10Z", "Pass"),
+        a("2026-11-30T01:01:20Z", "Inconclusive"),
+        a("2026-11-30T01:01:30Z", "Pass"),
+        a("2026-11-30T01:01:40Z", "Fail"),
+    ];
+    // Two Pass seen by one scrape (with one analysis status no longer keeps, seen earlier),
+    // the Inconclusive seen; the last Pass and the Fail after the last scrape.
+    let counts = vec![
+        (
+            Verdict::Pass,
+            vec![c("2026-11-30T01:00:30Z", 1), c("2026-11-30T01:01:15Z", 2)],
+        ),
+        (Verdict::Inconclusive, vec![c("2026-11-30T01:01:25Z", 1)]),
+        (Verdict::Fail, vec![]),
+    ];
+    let unseen: Vec<String> = not_yet_counted(&kept, &counts)
+        .iter()
+        .map(|a| format!("{} {}", a.at.0, a.verdict.as_str()))
+        .collect();
+    assert_eq!(
+        unseen,
+        ["2026-11-30T01:01:30Z Pass", "2026-11-30T01:01:40Z Fail"]
+    );
+    // A count of another verdict, or one seen before the analysis, is not it.
+    let counts = vec![(Verdict::Pass, vec![c("2026-11-30T01:01:35Z", 1)])];
+    assert_eq!(not_yet_counted(&kept[4..], &counts).len(), 1);
+    assert_eq!(not_yet_counted(&kept[3..4], &counts).len(), 0);
+    let counts = vec![(Verdict::Fail, vec![c("2026-11-30T01:01:35Z", 1)])];
+    assert_eq!(not_yet_counted(&kept[4..], &counts).len(), 1);
 }
 
 #[test]
