@@ -6,18 +6,18 @@
 //! recommendation, capacity) — `analysis` reads its numbers through the
 //! `analysis::MetricSource` trait and never opens a connection itself; `cli` only parses the
 //! command line. The thin shell does the I/O: `prometheus` (the Prometheus client, the
-//! `MetricSource` in use), `controller` (the Kubernetes API), `webhook` (delivering
-//! notifications), `telemetry` (logs, the HTTP endpoint, signals), `leader` (the Lease),
-//! `drain` (deleting experiments before an uninstall) and `kubectl` (the plugin's API and
-//! Prometheus calls).
+//! `MetricSource` in use), `controller` (the Kubernetes API), `notify::deliver` (sending
+//! notifications: the one part of `notify` with I/O), `telemetry` (logs, the HTTP endpoint,
+//! signals), `leader` (the Lease), `drain` (deleting experiments before an uninstall) and
+//! `kubectl` (the plugin's API and Prometheus calls).
 //!
 //! `rbac` declares the Kubernetes permissions the shell needs (checked against the mocked API
 //! server's calls and the chart).
 //!
 //! Modules form layers, each using only those below it (`scripts/import-graph` fails on a
 //! cycle). From the bottom: `api`, `analysis`, `workload`, `traffic`, `plan`, `notify`,
-//! `controller`; `prometheus` sits on `analysis`, `telemetry` on `api`, `webhook` on `notify`
-//! and `telemetry`; `cli`, `drain`, `leader` and `kubectl` are at the top.
+//! `controller`; `prometheus` sits on `analysis`, `telemetry` on `api`, `notify::deliver` on
+//! the rest of `notify` and on `telemetry`; `cli`, `drain`, `leader` and `kubectl` are at the top.
 
 pub mod analysis;
 pub mod api;
@@ -34,5 +34,4 @@ pub mod telemetry;
 #[cfg(test)]
 mod test_api;
 pub mod traffic;
-pub mod webhook;
 pub mod workload;

@@ -12,7 +12,7 @@ use concurrency_operator::telemetry::{
     cancel_on_signal, init_logging, install_crypto_provider, CancellationToken, Metrics, Readiness,
     TelemetryServer,
 };
-use concurrency_operator::webhook::{
+use concurrency_operator::notify::deliver::{
     Notifier, NotifierConfig, RetryPolicy, SlackSink, WebhookSink,
 };
 use concurrency_operator::{api, drain, kubectl, notify};

@@ -14,7 +14,7 @@ use super::prometheus::PrometheusClients;
 use crate::api::ConcurrencyExperiment;
 
 use crate::telemetry::Metrics;
-use crate::webhook::Notifier;
+use crate::notify::deliver::Notifier;
 
 /// The one field manager for everything the operator applies or patches, so ownership in
 /// `managedFields` is always attributable and never split between names.

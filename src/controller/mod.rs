@@ -47,7 +47,7 @@ pub use reconcile::{error_policy, reconcile};
 
 use crate::api::ConcurrencyExperiment;
 use crate::telemetry::{CancellationToken, Metrics, Readiness};
-use crate::webhook::Notifier;
+use crate::notify::deliver::Notifier;
 
 /// How `run` is set up; built from the command line in `main`.
 pub struct RunConfig {

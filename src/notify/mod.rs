@@ -1,11 +1,12 @@
-//! Notifications, the pure part: which of the stage machine's decisions are told to people
-//! (`derive`), the JSON bodies of the generic webhook and of a Slack-compatible incoming webhook
-//! (`payload`), and the webhook's HMAC-SHA256 signature (`sign`). No I/O here: delivery (the
-//! queue, retries, reading URLs and keys from files) is `crate::webhook`.
+//! Notifications: which of the stage machine's decisions are told to people (`derive`), the
+//! JSON bodies of the generic webhook and of a Slack-compatible incoming webhook (`payload`),
+//! and the webhook's HMAC-SHA256 signature (`sign`) — all pure; and their delivery
+//! (`deliver`: the queue, retries, reading URLs and keys from files), the only part with I/O.
 //!
 //! A notification is derived from the Events of the one reconcile whose status write recorded
 //! the transition (see `derive`); docs/notifications.md has the payloads and the guarantees.
 
+pub mod deliver;
 mod derive;
 mod payload;
 mod sign;

@@ -20,7 +20,7 @@ use crate::controller::context::{Caches, Context, Settings, FINALIZER};
 use crate::controller::index::ExperimentIndex;
 use crate::controller::reconcile::reconcile;
 use crate::telemetry::Metrics;
-use crate::webhook::Notifier;
+use crate::notify::deliver::Notifier;
 
 pub const NS: &str = "shop";
 pub const EXP_UID: &str = "5a1e0c2e-0000-4000-8000-000000000001";

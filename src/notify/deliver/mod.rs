@@ -14,7 +14,7 @@
 //!   restarted operator never re-derives it: see `crate::notify::derive`).
 //! - URLs are never logged (a Slack webhook URL is a credential): only the sink and host.
 
-mod deliver;
+mod http;
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -23,7 +23,7 @@ use std::time::Duration;
 
 use tokio::sync::mpsc;
 
-pub use deliver::{DeliveryError, DELIVERY_HEADER, EVENT_HEADER};
+pub use http::{DeliveryError, DELIVERY_HEADER, EVENT_HEADER};
 
 use crate::notify::{Filter, Notification, SlackOptions};
 use crate::telemetry::Metrics;
@@ -112,16 +112,16 @@ impl Notifier {
         let pending = Arc::new(AtomicUsize::new(0));
         let mut queues = Vec::new();
         let sinks = [
-            config.webhook.clone().map(deliver::Sink::Webhook),
-            config.slack.clone().map(deliver::Sink::Slack),
+            config.webhook.clone().map(http::Sink::Webhook),
+            config.slack.clone().map(http::Sink::Slack),
         ];
         for sink in sinks.into_iter().flatten() {
             warn_if_missing(&sink);
             let (tx, rx) = mpsc::channel(capacity);
             let name = sink.name();
-            let worker = deliver::Worker {
+            let worker = http::Worker {
                 sink,
-                client: deliver::http_client(config.retry.timeout),
+                client: http::http_client(config.retry.timeout),
                 retry: config.retry.clone(),
                 cluster: config.cluster.clone(),
                 metrics: metrics.clone(),
@@ -241,10 +241,10 @@ impl Inner {
 
 /// Said once at start, since deliveries only fail later: a key the Secret lacks, or a Secret
 /// not mounted.
-fn warn_if_missing(sink: &deliver::Sink) {
+fn warn_if_missing(sink: &http::Sink) {
     let files = match sink {
-        deliver::Sink::Webhook(w) => vec![Some(&w.url_file), w.signing_key_file.as_ref()],
-        deliver::Sink::Slack(s) => vec![Some(&s.url_file)],
+        http::Sink::Webhook(w) => vec![Some(&w.url_file), w.signing_key_file.as_ref()],
+        http::Sink::Slack(s) => vec![Some(&s.url_file)],
     };
     for path in files.into_iter().flatten() {
         if !path.is_file() {

@@ -13,7 +13,7 @@ use tokio::net::TcpListener;
 use crate::api::Phase;
 use crate::notify::{Kind, Notification, Stage};
 use crate::telemetry::Metrics;
-use crate::webhook::RetryPolicy;
+use crate::notify::deliver::RetryPolicy;
 
 /// One request as received: lowercase header names.
 #[derive(Clone, Debug)]
