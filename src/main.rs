@@ -8,12 +8,12 @@ use concurrency_operator::cli::{
 };
 use concurrency_operator::controller::{self, RunConfig, Settings};
 use concurrency_operator::leader::{LeaderConfig, LeaderElection};
+use concurrency_operator::notify::deliver::{
+    Notifier, NotifierConfig, RetryPolicy, SlackSink, WebhookSink,
+};
 use concurrency_operator::telemetry::{
     cancel_on_signal, init_logging, install_crypto_provider, CancellationToken, Metrics, Readiness,
     TelemetryServer,
-};
-use concurrency_operator::notify::deliver::{
-    Notifier, NotifierConfig, RetryPolicy, SlackSink, WebhookSink,
 };
 use concurrency_operator::{api, drain, kubectl, notify};
 

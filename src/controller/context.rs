@@ -13,8 +13,8 @@ use super::index::ExperimentIndex;
 use super::prometheus::PrometheusClients;
 use crate::api::ConcurrencyExperiment;
 
-use crate::telemetry::Metrics;
 use crate::notify::deliver::Notifier;
+use crate::telemetry::Metrics;
 
 /// The one field manager for everything the operator applies or patches, so ownership in
 /// `managedFields` is always attributable and never split between names.

@@ -46,8 +46,8 @@ pub use index::ExperimentIndex;
 pub use reconcile::{error_policy, reconcile};
 
 use crate::api::ConcurrencyExperiment;
-use crate::telemetry::{CancellationToken, Metrics, Readiness};
 use crate::notify::deliver::Notifier;
+use crate::telemetry::{CancellationToken, Metrics, Readiness};
 
 /// How `run` is set up; built from the command line in `main`.
 pub struct RunConfig {

@@ -19,8 +19,8 @@ use crate::api::{ConcurrencyExperiment, Phase};
 use crate::controller::context::{Caches, Context, Settings, FINALIZER};
 use crate::controller::index::ExperimentIndex;
 use crate::controller::reconcile::reconcile;
-use crate::telemetry::Metrics;
 use crate::notify::deliver::Notifier;
+use crate::telemetry::Metrics;
 
 pub const NS: &str = "shop";
 pub const EXP_UID: &str = "5a1e0c2e-0000-4000-8000-000000000001";

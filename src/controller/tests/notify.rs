@@ -14,8 +14,8 @@ use super::fixtures::*;
 use super::promote::{fake_prometheus, let_an_hour_pass};
 use crate::api::{ConcurrencyExperiment, Phase, ANNOTATION_ABORT};
 use crate::controller::reconcile::reconcile;
-use crate::notify::{Filter, Kind, Notification};
 use crate::notify::deliver::Notifier;
+use crate::notify::{Filter, Kind, Notification};
 
 fn notifying(mut fake: FakeApi) -> (FakeApi, mpsc::Receiver<Notification>) {
     let (notifier, rx) = Notifier::channel(Filter::default(), 64, fake.metrics.clone());

@@ -7,9 +7,9 @@ use std::time::{Duration, Instant};
 use pretty_assertions::assert_eq;
 
 use super::fixtures::*;
+use crate::notify::deliver::{Notifier, NotifierConfig, SlackSink, WebhookSink};
 use crate::notify::{self, Filter, Kind, SlackOptions};
 use crate::telemetry::Metrics;
-use crate::notify::deliver::{Notifier, NotifierConfig, SlackSink, WebhookSink};
 
 fn webhook(
     url_file: std::path::PathBuf,

@@ -11,9 +11,9 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpListener;
 
 use crate::api::Phase;
+use crate::notify::deliver::RetryPolicy;
 use crate::notify::{Kind, Notification, Stage};
 use crate::telemetry::Metrics;
-use crate::notify::deliver::RetryPolicy;
 
 /// One request as received: lowercase header names.
 #[derive(Clone, Debug)]
