@@ -1,7 +1,7 @@
 //! The fresh baseline beside the stages (docs/selection.md): a copy of the target's template
 //! with pods as young as the candidate's, kept at its selection size below 100 % — on top of
 //! the target's pods (`replicas`) or at its own route weight (`gatewayAPI`) — and judged
-//! against; at 100 % no baseline serves, and it goes (`select::remove_leftovers`).
+//! against; at 100 % no baseline serves, and it goes (`leftovers::remove_leftovers`).
 
 use super::ctx::Ctx;
 use super::observations::{Action, SelectionAction};

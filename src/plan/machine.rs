@@ -7,7 +7,7 @@ use std::time::Duration;
 use super::ctx::Ctx;
 use super::observations::{EventType, Observations, Step};
 use super::validate::{validate, Timing};
-use super::{approval, external, finish, progress, retry, scale_down, select, timing};
+use super::{approval, external, finish, leftovers, progress, retry, scale_down, select, timing};
 use crate::api::reason::DecisionReason;
 use crate::api::{
     ConcurrencyExperimentSpec, ConcurrencyExperimentStatus, OriginalState, Phase, TargetScale,
@@ -25,7 +25,7 @@ pub fn step(
 ) -> Step {
     let mut cx = Ctx::new(spec, status, obs);
     run(&mut cx);
-    select::remove_leftovers(&mut cx);
+    leftovers::remove_leftovers(&mut cx);
     cx.removal_held = scale_down::hold(&mut cx);
     approval::settle(&mut cx);
     retry::settle(&mut cx);

@@ -102,6 +102,7 @@ mod finish;
 mod first_step;
 mod fresh;
 mod improvement;
+mod leftovers;
 mod machine;
 mod observations;
 mod pause;
