@@ -96,6 +96,7 @@ mod capacity;
 pub mod conditions;
 pub mod controls;
 mod ctx;
+mod deadline;
 mod elimination;
 mod external;
 mod finish;

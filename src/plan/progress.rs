@@ -4,6 +4,7 @@
 use super::analysis;
 use super::capacity::{self, Gate, CAPACITY_UNKNOWN};
 use super::ctx::Ctx;
+use super::deadline;
 use super::external;
 use super::finish;
 use super::fresh;
@@ -90,10 +91,10 @@ pub fn run(cx: &mut Ctx, t: &Timing) {
     let mut in_force = apply_split(cx, index);
     readiness::warn(cx, loss);
     start_clock(cx, in_force);
-    if deadline_missed(cx, t, in_force, resumed) {
+    if deadline::missed(cx, t, in_force, resumed) {
         // The split this stage asked for is abandoned: the rollback's actions replace it.
         cx.actions.truncate(before_split);
-        let msg = deadline_message(cx, index);
+        let msg = deadline::message(cx, index);
         cx.start_rollback(DecisionReason::ProgressDeadlineExceeded, msg);
         return finish::roll_back(cx);
     }
@@ -172,57 +173,6 @@ fn restart_if_candidate_changed(cx: &mut Ctx) {
          {first} with a fresh history; the candidate is re-applied."
     );
     cx.event(EventType::Normal, EventReason::SpecChanged, msg);
-}
-
-/// True when the stage's split has not been in force within `spec.progressDeadline` of
-/// entering it. Not counted while `spec.paused` (the person looking may be fixing the cause):
-/// a resume before the split was in force starts the count again. A status written before the
-/// deadline existed starts it now.
-fn deadline_missed(cx: &mut Ctx, t: &Timing, in_force: bool, resumed: bool) -> bool {
-    if in_force || cx.status.stage_started_at.is_some() {
-        return false;
-    }
-    let now = cx.now();
-    let entered = match &cx.status.stage_entered_at {
-        Some(e) if !resumed => e.0,
-        _ => {
-            cx.status.stage_entered_at = Some(Time(now));
-            return false;
-        }
-    };
-    if cx.spec.paused {
-        return false;
-    }
-    let Some(end) = timing::add(entered, t.progress_deadline) else {
-        return false;
-    };
-    if now >= end {
-        return true;
-    }
-    // The deadline has a time of its own: the experiment is woken at it, not found past it by
-    // the next safety poll.
-    cx.wait(timing::until(now, end));
-    false
-}
-
-/// Why the deadline was missed, with what the pods say.
-fn deadline_message(cx: &Ctx, index: usize) -> String {
-    let stage = cx.status.stage.clone().unwrap_or_default();
-    let weight = cx.stage_weight(index);
-    let split = readiness::split(cx, index);
-    let c = cx.obs.candidate.as_ref().map_or(0, |c| c.ready_replicas);
-    let t = cx.obs.target.as_ref().map(|t| &t.deployment);
-    let (b, b_replicas) = t.map_or((0, 0), |t| (t.ready_replicas, t.replicas));
-    let problem = match &cx.obs.candidate_problem {
-        Some(p) => format!("; {p}"),
-        None => String::new(),
-    };
-    format!(
-        "Stage {stage} did not get its split ({weight}%) in force within progressDeadline {}: \
-         {c} of {} candidate pods ready, {b} of {} baseline pods ready, {}% of traffic to the \
-         candidate{problem}.",
-        cx.spec.progress_deadline, split.candidate, b_replicas, cx.obs.effective_weight,
-    )
 }
 
 /// The stage's clock starts the first time its split is seen in force.
