@@ -13,12 +13,13 @@ use crate::api::{
 use super::capacity::{
     candidate_config, choose_times, variant_capacity, ChosenTimes, GvlTimes, StandardTimes,
 };
-use super::context::AnalysisContext;
-use super::queries::{
+use super::capacity_queries::{
     blocking_per_request_template, busiest_pod_rate_template, container_cpu_per_request_template,
-    cpu_per_request_template, io_per_request_template, is_headroom, total_rate_template,
+    cpu_per_request_template, io_per_request_template, total_rate_template,
     wall_per_request_template,
 };
+use super::context::AnalysisContext;
+use super::queries::is_headroom;
 use super::source::MetricSource;
 use super::template::{render, TemplateVars};
 

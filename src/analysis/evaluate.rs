@@ -17,9 +17,10 @@ use crate::api::{
 use super::anytime::{self, sequential_bounds, test_alpha, Read};
 use super::capacity::choose_io_share;
 use super::capacity_measure::{measure_capacity, note_capacity_source, standard_times};
+use super::capacity_queries::io_share_template;
 use super::context::{fit_window, AnalysisContext};
 use super::judge::{aggregate, judge_check, Limits, Unit};
-use super::queries::{io_share_template, is_headroom, requests_template, HEADROOM_SOURCE};
+use super::queries::{is_headroom, requests_template, HEADROOM_SOURCE};
 use super::queue_header::note_missing_header;
 use super::recommend::recommend_from_spec;
 use super::reference::reference_baseline;

@@ -9,6 +9,7 @@
 mod anytime;
 pub mod capacity;
 mod capacity_measure;
+pub mod capacity_queries;
 mod context;
 mod evaluate;
 pub mod improvement;
@@ -34,15 +35,16 @@ pub use capacity::{
     headroom, load_per_pod, pod_capacity, predict, variant_capacity, worker_capacity, Bound,
     Capacity, ChosenTimes, GvlTimes, PerRequest, Prediction, StandardTimes,
 };
+pub use capacity_queries::{
+    busiest_pod_rate_template, container_cpu_per_request_template, cpu_per_request_template,
+    io_per_request_template, io_share_template, total_rate_template, wall_per_request_template,
+};
 pub use context::AnalysisContext;
 pub use evaluate::{analyse, AnalysisOutcome};
 pub use judge::{aggregate, judge_check, Limits, Unit};
 pub use preflight::{preflight, Finding, Preflight};
 pub use queries::{
-    builtin_template, busiest_pod_rate_template, container_cpu_per_request_template,
-    cpu_per_request_template, io_per_request_template, io_share_template, is_headroom,
-    requests_template, total_rate_template, validate_names, wall_per_request_template, QueryError,
-    HEADROOM_SOURCE,
+    builtin_template, is_headroom, requests_template, validate_names, QueryError, HEADROOM_SOURCE,
 };
 pub use recommend::{
     amdahl_speedup, recommend, recommend_from_spec, recommendation_table, recommended_threads,

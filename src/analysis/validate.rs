@@ -5,11 +5,11 @@ use crate::api::{
     parse_duration, parse_percent, Analysis, Check, MetricNames, QuantityError, MAX_MIN_SAMPLES,
 };
 
-use super::judge::Limits;
-use super::queries::{
-    builtin_template, busiest_pod_rate_template, cpu_per_request_template, io_per_request_template,
-    is_headroom, validate_names, QueryError,
+use super::capacity_queries::{
+    busiest_pod_rate_template, cpu_per_request_template, io_per_request_template,
 };
+use super::judge::Limits;
+use super::queries::{builtin_template, is_headroom, validate_names, QueryError};
 use super::template::{pods_regex_any, render, TemplateError, TemplateVars};
 
 /// A spec problem the schema cannot catch: a bad template, query, metric name or limit.

@@ -17,10 +17,10 @@ use crate::api::{
 };
 
 use super::capacity::candidate_config;
+use super::capacity_queries::event_loops_per_pod_template;
 use super::context::AnalysisContext;
 use super::evaluate::AnalysisOutcome;
 use super::judge::attach_rule;
-use super::queries::event_loops_per_pod_template;
 use super::source::MetricSource;
 use super::template::{pods_regex, render, TemplateVars};
 

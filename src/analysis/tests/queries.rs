@@ -1,3 +1,4 @@
+use crate::analysis::capacity_queries::*;
 use crate::analysis::queries::*;
 use crate::api::BuiltinMetric;
 use crate::api::MetricNames;
