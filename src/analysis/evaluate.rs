@@ -4,31 +4,28 @@
 //! never a panic.
 
 use futures::{stream, StreamExt};
-use jiff::Timestamp;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
 use std::collections::BTreeMap;
 
 use crate::api::{
-    parse_duration, Analysis, AnalysisRecord, BaselineReference, CapacityMeasurement, Check,
-    CheckResult, ConcurrencyExperimentSpec, MetricNames, Recommendation, Verdict,
+    parse_duration, AnalysisRecord, BaselineReference, CapacityMeasurement, Check, CheckResult,
+    ConcurrencyExperimentSpec, Recommendation, Verdict,
 };
 
 use super::anytime::{self, sequential_bounds, test_alpha, Read};
 use super::capacity::choose_io_share;
 use super::capacity_measure::{measure_capacity, note_capacity_source, standard_times};
 use super::capacity_queries::io_share_template;
+use super::check::{describe, judge_measured, measure_check, Measured};
 use super::context::{fit_window, AnalysisContext};
-use super::judge::{aggregate, judge_check, Limits, Unit};
-use super::queries::{is_headroom, requests_template, HEADROOM_SOURCE};
+use super::judge::{aggregate, Limits};
+use super::queries::{is_headroom, requests_template};
 use super::queue_header::note_missing_header;
 use super::recommend::recommend_from_spec;
 use super::reference::reference_baseline;
-use super::source::{MetricSource, PrometheusError};
-use super::stats;
-use super::summary::variant_queries;
+use super::source::MetricSource;
 use super::template::{pods_regex, pods_regex_any, render, TemplateVars};
-use super::validate::{check_template, AnalysisSpecError};
 
 /// Checks evaluated concurrently (two queries each).
 const CHECKS_IN_FLIGHT: usize = 4;
@@ -45,12 +42,6 @@ pub struct AnalysisOutcome {
     /// Per check name, the candidate's query as sent (`status.queries`); absent for a check
     /// that was never rendered.
     pub queries: BTreeMap<String, String>,
-}
-
-type QueryResult = Result<Option<f64>, PrometheusError>;
-
-fn describe(variant: &str, e: &PrometheusError) -> String {
-    format!("{variant} query failed ({}): {e}", e.category())
 }
 
 /// Runs one analysis for the current interval. `history` is `status.analyses` (statistical
@@ -284,132 +275,4 @@ fn fill_headroom(
         }
     }
     measured
-}
-
-/// A check's values, before judgement; `limits` is `None` when it could not be measured
-/// (the result then already holds its Inconclusive reason).
-pub(super) struct Measured {
-    pub(super) result: CheckResult,
-    pub(super) limits: Option<(Limits, Unit)>,
-    /// The candidate's query as sent (the headroom check's source), once rendered.
-    pub(super) query: Option<String>,
-}
-
-impl Measured {
-    /// Prometheus answered, with no sample for the candidate nor (when it still serves) the
-    /// baseline. A failed query is not "empty": it says nothing about the metrics.
-    fn empty(&self, baseline_gone: bool) -> bool {
-        self.limits.is_some()
-            && self.result.candidate.is_none()
-            && (baseline_gone || self.result.baseline.is_none())
-    }
-}
-
-pub(super) async fn measure_check(
-    source: &impl MetricSource,
-    names: &MetricNames,
-    check: &Check,
-    baseline: &TemplateVars,
-    candidate: &TemplateVars,
-    at: Timestamp,
-) -> Measured {
-    let name = check.display_name();
-    let mut result = CheckResult {
-        name: name.clone(),
-        baseline: None,
-        candidate: None,
-        limit: String::new(),
-        verdict: Verdict::Inconclusive,
-        reason: None,
-        evidence: None,
-    };
-    let unmeasured = |mut result: CheckResult, reason: String| {
-        result.reason = Some(reason);
-        Measured {
-            result,
-            limits: None,
-            query: None,
-        }
-    };
-    if is_headroom(check) {
-        // No query: filled in from the capacity measurement once it is made (`fill_headroom`).
-        return match Limits::from_check(check) {
-            Ok(limits) => {
-                result.limit = limits.written.clone();
-                Measured {
-                    result,
-                    limits: Some((limits, Unit::of(check))),
-                    query: Some(HEADROOM_SOURCE.to_string()),
-                }
-            }
-            Err(e) => {
-                let e = AnalysisSpecError::from(e);
-                unmeasured(result, format!("{} ({})", e, e.category()))
-            }
-        };
-    }
-    let prepared = (|| -> Result<(Limits, String), AnalysisSpecError> {
-        Ok((Limits::from_check(check)?, check_template(check, names)?))
-    })();
-    let (limits, template) = match prepared {
-        Ok(p) => p,
-        Err(e) => return unmeasured(result, format!("{} ({})", e, e.category())),
-    };
-    let queries = variant_queries(source, check, names, &template, baseline, candidate, at);
-    let (base_q, cand_q) = match queries.await {
-        Ok(q) => q,
-        Err(e) => return unmeasured(result, format!("{} ({})", e, e.category())),
-    };
-    result.limit = limits.written.clone();
-    let (b, c): (QueryResult, QueryResult) = futures::join!(
-        source.query_value(&base_q, at),
-        source.query_value(&cand_q, at)
-    );
-    match (b, c) {
-        (Err(e), _) => result.reason = Some(describe("baseline", &e)),
-        (_, Err(e)) => result.reason = Some(describe("candidate", &e)),
-        (Ok(b), Ok(c)) => {
-            result.baseline = b;
-            result.candidate = c;
-            return Measured {
-                result,
-                limits: Some((limits, Unit::of(check))),
-                query: Some(cand_q),
-            };
-        }
-    }
-    Measured {
-        result,
-        limits: None,
-        query: Some(cand_q),
-    }
-}
-
-/// Judges a measured check. The current interval joins the statistical samples only if it
-/// had enough requests (`current_counts`), like the past intervals.
-pub(super) fn judge_measured(
-    measured: Measured,
-    analysis: &Analysis,
-    history: &[AnalysisRecord],
-    current_counts: bool,
-) -> CheckResult {
-    let Measured {
-        mut result, limits, ..
-    } = measured;
-    let Some((limits, unit)) = limits else {
-        return result;
-    };
-    let (b, c) = (result.baseline, result.candidate);
-    let statistical = match (&analysis.statistical, limits.max_increase) {
-        (Some(s), Some(share)) => {
-            let current = if current_counts { (b, c) } else { (None, None) };
-            let (bs, cs) = stats::samples(&result.name, history, analysis.min_requests, current);
-            stats::compare(s, share, &bs, &cs)
-        }
-        _ => None,
-    };
-    let (verdict, reason) = judge_check(&limits, unit, b, c, statistical.as_ref());
-    result.verdict = verdict;
-    result.reason = Some(reason);
-    result
 }

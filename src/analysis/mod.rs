@@ -10,6 +10,7 @@ mod anytime;
 pub mod capacity;
 mod capacity_measure;
 pub mod capacity_queries;
+mod check;
 mod context;
 mod evaluate;
 pub mod improvement;

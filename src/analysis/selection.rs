@@ -8,8 +8,9 @@ use std::collections::BTreeMap;
 use jiff::Timestamp;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
+use super::check::measure_check;
 use super::context::AnalysisContext;
-use super::evaluate::{analyse, measure_check, AnalysisOutcome};
+use super::evaluate::{analyse, AnalysisOutcome};
 use super::queries::builtin_template;
 use super::source::MetricSource;
 use super::template::{pods_regex, render, TemplateVars};

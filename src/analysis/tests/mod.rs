@@ -1,6 +1,6 @@
 mod anytime;
 mod capacity;
-mod evaluate;
+mod check;
 mod fixtures;
 mod full_weight;
 mod headroom;

@@ -2,7 +2,7 @@ use jiff::Timestamp;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
 use super::fixtures::analysis;
-use crate::analysis::evaluate::*;
+use crate::analysis::check::{judge_measured, Measured};
 use crate::analysis::{last_baseline, Limits, Unit};
 use crate::api::{AnalysisRecord, CheckResult, Verdict};
 
