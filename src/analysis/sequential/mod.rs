@@ -10,10 +10,12 @@
 //! - `rate`: error rates candidate vs ρ × baseline from request and error counts.
 //! - `decide`: one check's verdict, reason and evidence from those tests.
 
+pub mod bounds;
 pub mod decide;
 pub mod mixture;
 pub mod quantile;
 pub mod rate;
 
+pub use bounds::RatioBounds;
 pub use decide::{decide, per_test_alpha, Bounds, Data, N_OPT};
-pub use quantile::{Buckets, Direction, QuantileTest, RatioBounds, Resolution};
+pub use quantile::{Buckets, Direction, QuantileTest, Resolution};

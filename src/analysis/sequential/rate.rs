@@ -7,8 +7,8 @@
 //! the operator may look at after every interval. Intervals keep their own traffic split, so
 //! a stage change (30 % → 70 %) moves θ₀ and nothing else.
 
+use super::bounds::{boundary, RatioBounds};
 use super::mixture::{evidence, BetaBinomialMixture};
-use super::quantile::{boundary, RatioBounds};
 
 /// One interval's requests and errors per variant (`increase()` over the interval).
 #[derive(Debug, Clone, Copy, PartialEq, Default)]
