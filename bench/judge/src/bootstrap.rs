@@ -3,7 +3,7 @@
 //! requests cluster per interval and both variants share the machine at each moment, and
 //! blocks keep both, where resampling single requests would make them independent.
 
-use crate::replay::Plan;
+use crate::manifest::Plan;
 use crate::trace::{Interval, Trace};
 
 /// SplitMix64: deterministic, so the figures in docs/benchmarks/judge.md can be reproduced.

@@ -7,6 +7,7 @@
 //! - `bootstrap`: many experiments from one trace, by resampling whole blocks of intervals.
 
 pub mod bootstrap;
+pub mod manifest;
 pub mod pairs;
 pub mod readback;
 pub mod replay;

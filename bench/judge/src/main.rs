@@ -7,7 +7,8 @@ use std::path::PathBuf;
 use clap::Parser;
 use concurrency_operator::analysis::sequential::{Direction, QuantileTest};
 use judge_bench::bootstrap::{resample, Rng};
-use judge_bench::replay::{load_spec, run, Outcome, Plan, Rule};
+use judge_bench::manifest::{load_spec, Plan};
+use judge_bench::replay::{run, Outcome, Rule};
 use judge_bench::trace::{histogram_quantile, Trace};
 
 #[derive(Parser)]
@@ -211,7 +212,7 @@ fn init_spec() -> anyhow::Result<concurrency_operator::api::ConcurrencyExperimen
     }))?)
 }
 
-fn describe(j: &judge_bench::replay::Judged) -> String {
+fn describe(j: &judge_bench::manifest::Judged) -> String {
     let (c, limits) = (&j.check, &j.limits.written);
     match c.quantile {
         Some(q) => format!("{} p{} {limits}", c.display_name(), q * 100.0),

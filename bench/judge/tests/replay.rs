@@ -4,7 +4,8 @@
 use std::path::Path;
 
 use judge_bench::bootstrap::{resample, Rng};
-use judge_bench::replay::{load_spec, run, Plan, Rule};
+use judge_bench::manifest::{load_spec, Plan};
+use judge_bench::replay::{run, Rule};
 use judge_bench::trace::{histogram_quantile, Series, Trace};
 
 #[test]
