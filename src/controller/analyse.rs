@@ -9,9 +9,9 @@ use kube::ResourceExt;
 
 use super::context::Context;
 use super::error::{Error, Result};
-use super::fetch::Fetched;
-use super::observe::{cpu_limits, variant_cpu_limit};
-use super::owner::owned_by;
+use super::observe::fetch::Fetched;
+use super::observe::observations::{cpu_limits, variant_cpu_limit};
+use super::observe::owner::owned_by;
 
 use crate::analysis::{
     self, AnalysisContext, CandidateToJudge, SelectionAnalysis, SelectionContext,
@@ -183,7 +183,7 @@ async fn judged_restarts(
     outcome: AnalysisOutcome,
 ) -> AnalysisOutcome {
     let restarts = match deployment {
-        Some(d) => super::pods::restarts(&ctx.client, d, container, since).await,
+        Some(d) => super::observe::pods::restarts(&ctx.client, d, container, since).await,
         None => Err("the Deployment is gone".to_string()),
     };
     let fail = exp.spec.analysis.fail_on_restart;

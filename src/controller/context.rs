@@ -118,7 +118,7 @@ pub struct Context {
     /// Where stored transitions are told (sends nothing unless configured).
     pub notifier: Notifier,
     /// Namespaces seen being deleted (asked only while an experiment is being deleted).
-    pub namespaces: super::namespaces::TerminatingNamespaces,
+    pub namespaces: super::observe::namespaces::TerminatingNamespaces,
 }
 
 impl Context {

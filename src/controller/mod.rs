@@ -1,5 +1,7 @@
 //! The reconcile shell around the stage machine: watch experiments and the Deployments they
-//! touch, observe, decide (`plan::step`), act, write status.
+//! touch, and reconcile each as a pipeline (`reconcile`): observe (`observe`, the only
+//! reads) → measure (`analyse`, `preflight`: Prometheus) → decide (`plan::step`, pure) →
+//! commit (`finalizer`, `status`, notifications) → act (`act`) → release or requeue.
 //!
 //! API access it needs (the chart's RBAC): `concurrencyexperiments` get/list/watch/patch and
 //! `concurrencyexperiments/status` patch; `deployments` get/list/watch/create/patch/delete
@@ -16,17 +18,13 @@ mod context;
 mod error;
 mod events;
 mod experiments;
-mod fetch;
+mod finalizer;
 mod index;
-mod namespaces;
 mod observe;
-mod owner;
-mod pods;
 mod preflight;
 mod prometheus;
 mod reconcile;
 mod status;
-mod variants;
 
 use std::sync::Arc;
 use std::time::Duration;

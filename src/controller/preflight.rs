@@ -6,7 +6,7 @@ use jiff::Timestamp;
 use kube::ResourceExt;
 
 use super::context::Context;
-use super::fetch::Fetched;
+use super::observe::fetch::Fetched;
 use crate::analysis::{self, preflight::Target, Preflight};
 use crate::api::ConcurrencyExperiment;
 use crate::workload;

@@ -1,19 +1,21 @@
-//! One reconcile: observe → (analysis when due) → stage machine → finalizer (before the first
-//! write to the user's objects) → status → act → finalizer released (deleted and restored).
+//! One reconcile, a pipeline read top to bottom in `reconcile_inner`: observe (the only
+//! reads) → measure (the analysis and pre-flight I/O, when due) → decide (`plan::step`, pure)
+//! → commit (finalizer, status, notification) → act → release the finalizer (deleted and
+//! restored) or requeue.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use kube::api::{Patch, PatchParams};
 use kube::runtime::controller::Action as Requeue;
 use kube::runtime::events::EventType;
 use kube::{Api, Resource, ResourceExt};
-use serde_json::json;
 
 use super::act::Actor;
-use super::context::{Context, FIELD_MANAGER, FINALIZER};
-use super::error::{is_invalid, is_not_found, Error, Result};
-use super::observe;
+use super::context::{Context, FINALIZER};
+use super::error::{Error, Result};
+use super::finalizer::{self, FinalizerPatch};
+use super::observe::fetch::Fetched;
+use super::observe::{observe, Observed, Unsynced};
 use super::status::{self, Written};
 use crate::api::{ConcurrencyExperiment, ConcurrencyExperimentStatus, DecisionAction, Phase};
 use crate::notify;
@@ -23,9 +25,6 @@ use crate::telemetry;
 /// How long a reconcile waits before looking again after a stage machine asks for no requeue
 /// but the watch might miss something (e.g. Prometheus data maturing). Also bounds drift.
 const RESYNC: Duration = Duration::from_secs(300);
-
-/// How long a reconcile waits for the Deployment cache's first list before requeueing.
-const CACHE_WAIT: Duration = Duration::from_secs(5);
 
 /// Entry point for the controller: times the reconcile, records errors as metric and Event.
 pub async fn reconcile(exp: Arc<ConcurrencyExperiment>, ctx: Arc<Context>) -> Result<Requeue> {
@@ -63,65 +62,69 @@ fn key(exp: &ConcurrencyExperiment) -> String {
     format!("{}/{}", exp.namespace().unwrap_or_default(), exp.name_any())
 }
 
+/// One reconcile, as a pipeline: observe → measure → decide → commit → act → release or
+/// requeue. Each step is a function below (or a module: `observe`, `plan::step`, `act`).
 async fn reconcile_inner(exp: &ConcurrencyExperiment, ctx: &Context) -> Result<Requeue> {
     let ns = exp.namespace().ok_or(Error::MissingNamespace)?;
-    let api: Api<ConcurrencyExperiment> = Api::namespaced(ctx.client.clone(), &ns);
     let deleting = exp.meta().deletion_timestamp.is_some();
-    let has_finalizer = exp.finalizers().iter().any(|f| f == FINALIZER);
-    if deleting && !has_finalizer {
+    if deleting && !exp.finalizers().iter().any(|f| f == FINALIZER) {
         // Nothing of the user's to restore: the experiment never wrote the target or the
         // route (the finalizer comes before the first such write), or it was released
         // already. What it created goes with it by owner reference.
         ctx.metrics.remove_experiment(&ns, &exp.name_any());
         return Ok(Requeue::await_change());
     }
-
-    // Targets and candidates come from the Deployment cache: before its first full list an
-    // absent target only means "not listed yet" — deciding then would roll back a running
-    // experiment as `TargetMissing` right after an operator restart.
-    // Likewise an HPA not listed yet would be split around as if there were none.
-    let caches = &ctx.caches;
-    let unsynced = if !all_synced(&caches.deployments).await {
-        Some("Deployment")
-    } else if !all_synced(&caches.autoscalers).await {
-        Some("HPA")
-    } else {
-        None
-    };
-    if let Some(what) = unsynced {
-        tracing::info!(experiment = %key(exp), "{what} cache not synced yet; looking again soon");
-        return Ok(Requeue::requeue(Duration::from_secs(1)));
-    }
-    let fetched = super::fetch::fetch(&ctx.client, &ctx.caches, exp).await?;
-    // The plan's clock has the API server's precision (whole seconds): a time it stores reads
-    // back as it was decided, so a message made from it (a selection's due time) does not
-    // change on the next reconcile and cost a status write.
-    let now = jiff::Timestamp::now();
-    let now = jiff::Timestamp::from_second(now.as_second()).unwrap_or(now);
-    let mut observations = observe::observations(exp, &fetched, now);
-    // The spec checks that need the operator's configuration: its Prometheus providers and
-    // its policy on candidate overrides.
-    if observations.spec_error.is_none() {
-        if let Err(e) = ctx.prometheus.resolve(exp) {
-            observations.spec_error = Some(e.to_string());
+    let Observed {
+        fetched,
+        mut observations,
+        now,
+    } = match observe(ctx, exp, deleting).await? {
+        Ok(seen) => seen,
+        Err(Unsynced(what)) => {
+            tracing::info!(experiment = %key(exp), "{what} cache not synced yet; looking again soon");
+            return Ok(Requeue::requeue(Duration::from_secs(1)));
         }
-    }
-    if observations.spec_error.is_none() && !ctx.settings.allow_candidate_overrides {
-        observations.spec_error = crate::api::policy::forbidden_override(&exp.spec);
-    }
-    if deleting {
-        observations.namespace_terminating = ctx.namespaces.terminating(&ctx.client, &ns).await;
-    }
+    };
     let current = exp.status.clone().unwrap_or_default();
+    if !deleting {
+        measure(ctx, exp, &fetched, &current, &mut observations, now).await?;
+    }
+    let step = plan::step(&exp.spec, &current, &observations);
+    let api: Api<ConcurrencyExperiment> = Api::namespaced(ctx.client.clone(), &ns);
+    let exp = match commit(ctx, &api, exp, &step, &observations, now).await? {
+        Committed::Stored(exp) => *exp,
+        Committed::LookAgain(requeue) => return Ok(requeue),
+    };
+    act(ctx, &exp, &fetched, &step).await?;
+    record_metrics(ctx, &exp.spec, &current, &step, &observations);
+    if deleting && step.release_finalizer {
+        if let FinalizerPatch::Stale = finalizer::remove(&api, &exp).await? {
+            return Ok(Requeue::requeue(Duration::from_millis(500)));
+        }
+        ctx.metrics.remove_experiment(&ns, &exp.name_any());
+        return Ok(Requeue::await_change());
+    }
+    Ok(requeue(&step))
+}
 
-    if !deleting
-        && observations.spec_error.is_none()
-        && plan::analysis_due(&exp.spec, &current, now)
-    {
+/// Measure: the Prometheus I/O the stage machine asks for — an analysis when one is due (a
+/// selection's: every candidate against the fresh baseline), and once, before anything is
+/// created, the pre-flight lookup of every check's series.
+async fn measure(
+    ctx: &Context,
+    exp: &ConcurrencyExperiment,
+    fetched: &Fetched,
+    current: &ConcurrencyExperimentStatus,
+    observations: &mut plan::Observations,
+    now: jiff::Timestamp,
+) -> Result<()> {
+    if observations.spec_error.is_some() {
+        return Ok(());
+    }
+    if plan::analysis_due(&exp.spec, current, now) {
         match observations.selection.as_mut() {
-            // A selection's interval: every candidate against the fresh baseline.
             Some(sel) if current.phase == Phase::Selecting => {
-                let ran = super::analyse::run_selection(ctx, exp, &fetched, &current, sel, now);
+                let ran = super::analyse::run_selection(ctx, exp, fetched, current, sel, now);
                 if let Some((analysis, baselines)) = ran.await? {
                     sel.analysis = Some(analysis);
                     observations.baselines = baselines;
@@ -129,7 +132,7 @@ async fn reconcile_inner(exp: &ConcurrencyExperiment, ctx: &Context) -> Result<R
             }
             _ => {
                 let weight = observations.effective_weight;
-                let ran = super::analyse::run(ctx, exp, &fetched, &current, weight, now);
+                let ran = super::analyse::run(ctx, exp, fetched, current, weight, now);
                 if let Some((outcome, baselines)) = ran.await? {
                     observations.analysis = Some(outcome);
                     observations.baselines = baselines;
@@ -137,56 +140,71 @@ async fn reconcile_inner(exp: &ConcurrencyExperiment, ctx: &Context) -> Result<R
             }
         }
     }
-
-    // Before anything is created, once: every check's series must exist for the target's pods.
-    if !deleting
-        && ctx.settings.preflight
-        && observations.spec_error.is_none()
+    if ctx.settings.preflight
         && observations.not_ours.is_empty()
         && !observations.abort_requested
-        && plan::preflight_due(&current)
+        && plan::preflight_due(current)
     {
-        observations.preflight = super::preflight::run(ctx, exp, &fetched, now).await;
+        observations.preflight = super::preflight::run(ctx, exp, fetched, now).await;
     }
+    Ok(())
+}
 
-    let step = plan::step(&exp.spec, &current, &observations);
+/// What committing a step did.
+enum Committed {
+    /// The decision is on record; the experiment as stored (after a finalizer patch, its new
+    /// resourceVersion).
+    Stored(Box<ConcurrencyExperiment>),
+    /// Nothing acted on: the experiment changed or went meanwhile.
+    LookAgain(Requeue),
+}
 
+/// Commit: the finalizer (just before the first write to the user's objects), the status
+/// (before any action: a decision made from a stale status is dropped instead of acted on),
+/// the per-experiment series, and the notification of a stored transition.
+async fn commit(
+    ctx: &Context,
+    api: &Api<ConcurrencyExperiment>,
+    exp: &ConcurrencyExperiment,
+    step: &Step,
+    observations: &plan::Observations,
+    now: jiff::Timestamp,
+) -> Result<Committed> {
+    let ns = exp.namespace().unwrap_or_default();
+    let has_finalizer = exp.finalizers().iter().any(|f| f == FINALIZER);
     // The finalizer goes on just before the first write to the user's target or route, not at
     // creation: an experiment that has only created its own objects is deleted by the API
     // server and the garbage collector alone, with no write of the operator's (500 waiting
     // experiments: 7–9 s instead of 31). From this write on, a deletion restores what it
     // changed.
-    let held;
     let exp = if !has_finalizer && step.actions.iter().any(plan::Action::writes_user_object) {
-        match add_finalizer(&api, exp).await? {
-            FinalizerPatch::Applied(patched) => {
-                held = *patched;
-                &held
-            }
+        match finalizer::add(api, exp).await? {
+            FinalizerPatch::Applied(patched) => *patched,
             // Deleted meanwhile (the API server adds no finalizer to an object being deleted)
             // or its finalizers changed: nothing written; look again with a fresh copy.
             FinalizerPatch::Gone | FinalizerPatch::Stale => {
-                return Ok(Requeue::requeue(Duration::from_millis(500)))
+                return Ok(Committed::LookAgain(Requeue::requeue(
+                    Duration::from_millis(500),
+                )))
             }
         }
     } else {
-        exp
+        exp.clone()
     };
-
-    // Status first: the decision is on record before anything changes, and a decision made
-    // from a stale status (someone else wrote meanwhile) is dropped instead of acted on.
-    let written = status::write(&api, exp, &step.status, &ctx.settings.field_manager).await?;
+    let written = status::write(api, &exp, &step.status, &ctx.settings.field_manager).await?;
     match written {
         Written::Superseded => {
-            tracing::info!(experiment = %key(exp), "status changed meanwhile; deciding again");
-            return Ok(Requeue::requeue(Duration::from_millis(500)));
+            tracing::info!(experiment = %key(&exp), "status changed meanwhile; deciding again");
+            return Ok(Committed::LookAgain(Requeue::requeue(
+                Duration::from_millis(500),
+            )));
         }
         Written::Gone => {
             ctx.metrics.remove_experiment(&ns, &exp.name_any());
-            return Ok(Requeue::await_change());
+            return Ok(Committed::LookAgain(Requeue::await_change()));
         }
         Written::Unchanged | Written::Saved => {
-            publish_gauges(ctx, exp, &ns, &step.status, now);
+            publish_gauges(ctx, &exp, &ns, &step.status, now);
             // Counted once it is on record, whatever happens to the actions.
             if let Some(outcome) = &observations.analysis {
                 let verdict = outcome.record.verdict;
@@ -199,43 +217,46 @@ async fn reconcile_inner(exp: &ConcurrencyExperiment, ctx: &Context) -> Result<R
     // another leader) finds it in status, and the machine emits no Event for it again.
     if written == Written::Saved && ctx.notifier.is_enabled() {
         ctx.notifier
-            .notify(notify::derive(exp, &step.status, &step.actions, now));
+            .notify(notify::derive(&exp, &step.status, &step.actions, now));
     }
+    Ok(Committed::Stored(Box::new(exp)))
+}
+
+/// Act: the step's actions, rendered from the status just decided — the step that chooses a
+/// selection's winner also creates its candidate, and the stored status does not name it yet.
+async fn act(
+    ctx: &Context,
+    exp: &ConcurrencyExperiment,
+    fetched: &Fetched,
+    step: &Step,
+) -> Result<()> {
     let original_route = step
         .status
         .original
         .as_ref()
         .and_then(|o| o.route_backend_refs.as_deref());
-    // The actions render from the status just decided: the step that chooses a selection's
-    // winner also creates its candidate, and the stored status does not name it yet.
     let decided = ConcurrencyExperiment {
         status: Some(step.status.clone()),
         ..exp.clone()
     };
-    Actor::new(ctx, &decided, &fetched, original_route)?
+    Actor::new(ctx, &decided, fetched, original_route)?
         .execute(&step.actions)
-        .await?;
-    record_metrics(ctx, &exp.spec, &current, &step, &observations);
+        .await
+}
 
-    if deleting && step.release_finalizer {
-        if let FinalizerPatch::Stale = remove_finalizer(&api, exp).await? {
-            return Ok(Requeue::requeue(Duration::from_millis(500)));
-        }
-        ctx.metrics.remove_experiment(&ns, &exp.name_any());
-        return Ok(Requeue::await_change());
-    }
-    // A write's effect on a watched object wakes the experiment by itself; an HTTPRoute is not
-    // watched, so any write is followed by a look soon after.
+/// When to look again. A write's effect on a watched object wakes the experiment by itself;
+/// an HTTPRoute is not watched, so any write is followed by a look soon after.
+fn requeue(step: &Step) -> Requeue {
     let wrote = step
         .actions
         .iter()
         .any(|a| !matches!(a, plan::Action::Event { .. }));
-    Ok(match step.requeue_after {
+    match step.requeue_after {
         Some(d) if wrote => Requeue::requeue(d.min(plan::AFTER_WRITE)),
         Some(d) => Requeue::requeue(d),
         // A slow resync in case a watch event is missed; cheap for finished experiments.
         None => Requeue::requeue(RESYNC),
-    })
+    }
 }
 
 /// The per-experiment gauges follow the status just stored; a long-finished experiment's
@@ -291,100 +312,4 @@ fn record_metrics(
     }
     // The phase gauge and the series of deleted experiments follow the experiment watch
     // (controller::index), not this reconcile: recounting here was a scan of every experiment.
-}
-
-/// What a finalizer patch did.
-enum FinalizerPatch {
-    /// Written; the experiment as the API server stored it (its new resourceVersion guards the
-    /// status write that follows).
-    Applied(Box<ConcurrencyExperiment>),
-    /// The experiment is gone (404).
-    Gone,
-    /// The finalizers changed since this copy was read (the cache lags our own previous patch,
-    /// someone else wrote, or the experiment is being deleted and takes no new finalizer): a
-    /// 422 from the patch's `test`; nothing done, look again with a fresh copy.
-    Stale,
-}
-
-/// JSON patch with a `test` of the current list, so two writers never lose each other's
-/// finalizers (a failed test is a 422 and the reconcile retries from a fresh read).
-async fn add_finalizer(
-    api: &Api<ConcurrencyExperiment>,
-    exp: &ConcurrencyExperiment,
-) -> Result<FinalizerPatch> {
-    let patch = match &exp.meta().finalizers {
-        None => json!([
-            {"op": "test", "path": "/metadata/finalizers", "value": null},
-            {"op": "add", "path": "/metadata/finalizers", "value": [FINALIZER]},
-        ]),
-        Some(current) => json!([
-            {"op": "test", "path": "/metadata/finalizers", "value": current},
-            {"op": "add", "path": "/metadata/finalizers/-", "value": FINALIZER},
-        ]),
-    };
-    json_patch(api, exp, patch).await
-}
-
-/// As `add_finalizer`; `Gone` is success here (an earlier release let the deletion finish).
-async fn remove_finalizer(
-    api: &Api<ConcurrencyExperiment>,
-    exp: &ConcurrencyExperiment,
-) -> Result<FinalizerPatch> {
-    let finalizers = exp.finalizers();
-    let Some(index) = finalizers.iter().position(|f| f == FINALIZER) else {
-        return Ok(FinalizerPatch::Gone);
-    };
-    let patch = json!([
-        {"op": "test", "path": format!("/metadata/finalizers/{index}"), "value": FINALIZER},
-        {"op": "remove", "path": format!("/metadata/finalizers/{index}")},
-    ]);
-    json_patch(api, exp, patch).await
-}
-
-/// The finalizer patches carry a `test` of what they change, so two writers never drop each
-/// other's finalizers; a failed test is the apiserver's 422 (500 experiments created at once
-/// showed a few: a Deployment event reconciled a cached copy from before our own patch).
-async fn json_patch(
-    api: &Api<ConcurrencyExperiment>,
-    exp: &ConcurrencyExperiment,
-    patch: serde_json::Value,
-) -> Result<FinalizerPatch> {
-    let patch = serde_json::from_value(patch).map_err(|source| Error::Serialize {
-        what: "finalizer patch",
-        source,
-    })?;
-    let patched = api
-        .patch(
-            &exp.name_any(),
-            &PatchParams {
-                field_manager: Some(FIELD_MANAGER.to_string()),
-                ..PatchParams::default()
-            },
-            &Patch::Json::<()>(patch),
-        )
-        .await;
-    match patched {
-        Ok(stored) => Ok(FinalizerPatch::Applied(Box::new(stored))),
-        Err(e) if is_not_found(&e) => Ok(FinalizerPatch::Gone),
-        Err(e) if is_invalid(&e) => {
-            tracing::info!(experiment = %key(exp), "finalizers changed meanwhile; looking again");
-            Ok(FinalizerPatch::Stale)
-        }
-        Err(e) => Err(e.into()),
-    }
-}
-
-/// Every store has had its first full list, waiting at most `CACHE_WAIT` for each.
-async fn all_synced<K>(stores: &[kube::runtime::reflector::Store<K>]) -> bool
-where
-    K: kube::Resource + Clone + 'static,
-    K::DynamicType: Eq + std::hash::Hash + Clone,
-{
-    for store in stores {
-        let ready = tokio::time::timeout(CACHE_WAIT, super::context::synced(store)).await;
-        if !matches!(ready, Ok(true)) {
-            return false;
-        }
-    }
-    true
 }

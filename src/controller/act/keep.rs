@@ -10,7 +10,7 @@ use serde_json::json;
 
 use super::{ignore_not_found, Actor};
 use crate::controller::error::{is_invalid, Result};
-use crate::controller::owner::owned_by;
+use crate::controller::observe::owner::owned_by;
 
 /// Names the experiment a let-go Deployment came from.
 pub const ANNOTATION_KEPT_FROM: &str = "concurrency.dev/kept-from";

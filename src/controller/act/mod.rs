@@ -21,9 +21,9 @@ use serde_json::json;
 
 use super::context::Context;
 use super::error::{is_not_found, Error, Result};
-use super::fetch::Fetched;
-use super::observe::{owned_services, service_named};
-use super::owner::owned_by;
+use super::observe::fetch::Fetched;
+use super::observe::observations::{owned_services, service_named};
+use super::observe::owner::owned_by;
 use crate::api::{ConcurrencyExperiment, ANNOTATION_ABORT, ANNOTATION_APPROVE, ANNOTATION_RETRY};
 use crate::plan::{Action, EventType};
 use crate::{traffic, workload};

@@ -8,9 +8,9 @@ use kube::api::{DynamicObject, ListParams, Patch};
 use kube::{Api, ResourceExt};
 
 use super::super::error::{Error, Result};
-use super::super::fetch::http_route_resource;
-use super::super::observe::owned_services;
-use super::super::variants::ServiceNames;
+use super::super::observe::fetch::http_route_resource;
+use super::super::observe::observations::owned_services;
+use super::super::observe::variants::ServiceNames;
 use super::Actor;
 use crate::traffic;
 

@@ -9,8 +9,8 @@ use k8s_openapi::api::core::v1::Service;
 use kube::{Api, ResourceExt};
 
 use super::super::error::Result;
-use super::super::owner::owned_by;
-use super::super::variants::ServiceNames;
+use super::super::observe::owner::owned_by;
+use super::super::observe::variants::ServiceNames;
 use super::{delete_params, ignore_not_found, Actor};
 use crate::plan::SelectionAction;
 use crate::{traffic, workload};

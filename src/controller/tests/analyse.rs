@@ -3,7 +3,7 @@ use std::time::Duration;
 use jiff::Timestamp;
 use k8s_openapi::api::core::v1::Container;
 
-use crate::controller::observe::cpu_limits;
+use crate::controller::observe::observations::cpu_limits;
 use crate::controller::prometheus::*;
 use crate::telemetry::Metrics;
 
@@ -79,7 +79,7 @@ async fn queries_are_timed_into_the_histogram() {
 fn a_selection_interval_judges_each_observed_survivor_against_the_fresh_baseline() {
     use crate::api::{ConcurrencyExperimentStatus, Elimination, SelectionStatus, SelectionVariant};
     use crate::controller::analyse::selection_context;
-    use crate::controller::fetch::Fetched;
+    use crate::controller::observe::fetch::Fetched;
     use crate::plan::{DeploymentState, SelectionObservations, VariantObservation};
     let mut exp = super::variants::selection_experiment();
     // Candidate 3 (puma 2×3) brings its own CPU limit.
@@ -150,8 +150,8 @@ fn a_selection_interval_judges_each_observed_survivor_against_the_fresh_baseline
 fn a_stage_beside_a_ready_fresh_baseline_is_judged_against_it() {
     use crate::api::{BaselineSpec, ConcurrencyExperimentStatus, OriginalState};
     use crate::controller::analyse::analysis_context;
-    use crate::controller::fetch::Fetched;
-    use crate::controller::observe::effective_weight;
+    use crate::controller::observe::fetch::Fetched;
+    use crate::controller::observe::observations::effective_weight;
     let mut exp = super::fixtures::experiment();
     exp.spec.baseline = Some(BaselineSpec { fresh: true });
     let target = super::fixtures::target(4, 4);

@@ -6,9 +6,9 @@ use kube::ResourceExt;
 
 use super::fixtures::{experiment, target};
 use crate::api::{ConcurrencyExperiment, ANNOTATION_ABORT, ANNOTATION_APPROVE};
-use crate::controller::fetch::{live_on_target, rivals, Fetched};
-use crate::controller::observe::*;
-use crate::controller::pods::{pod_problem, MAX_PROBLEM};
+use crate::controller::observe::fetch::{live_on_target, rivals, Fetched};
+use crate::controller::observe::observations::*;
+use crate::controller::observe::pods::{pod_problem, MAX_PROBLEM};
 use crate::workload;
 use serde_json::json;
 

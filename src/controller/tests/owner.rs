@@ -9,7 +9,7 @@ use serde_json::{json, Value};
 use super::fixtures::*;
 use crate::api::{ConcurrencyExperiment, Phase};
 use crate::controller::act::Actor;
-use crate::controller::fetch::Fetched;
+use crate::controller::observe::fetch::Fetched;
 use crate::plan::Action;
 
 /// A Deployment named like the candidate that a person made: our labels copied, no owner

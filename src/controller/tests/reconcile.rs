@@ -204,7 +204,7 @@ async fn pending_experiment_applies_the_candidate_after_recording_status() {
     );
     assert_eq!(
         s["original"],
-        json!({"replicas": 6, "templateHash": crate::controller::observe::template_hash(&target(6, 6)),
+        json!({"replicas": 6, "templateHash": crate::controller::observe::observations::template_hash(&target(6, 6)),
                "promotedTemplateHash": promoted})
     );
     assert_eq!(s["observedGeneration"], json!(1));

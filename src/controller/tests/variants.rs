@@ -9,7 +9,7 @@ use serde_json::json;
 
 use super::fixtures::{experiment, target, NS};
 use crate::api::{ConcurrencyExperiment, ConcurrencyExperimentStatus, Phase, ServerConfig};
-use crate::controller::variants::*;
+use crate::controller::observe::variants::*;
 use crate::plan::DeploymentState;
 use crate::workload;
 
@@ -146,6 +146,17 @@ fn a_fresh_baseline_copied_from_an_older_template_is_not_current() {
     assert!(!sel.fresh_baseline.runs_spec_config);
 }
 
+/// The variants' objects not ours, as the observation reports them.
+fn not_ours_among(
+    exp: &ConcurrencyExperiment,
+    objs: &VariantObjects,
+    user: Option<&Service>,
+    services: &[Service],
+) -> Vec<String> {
+    let c = claimed(exp, objs, user);
+    crate::controller::observe::owner::not_ours(exp, c.deployments, &c.services, services)
+}
+
 #[test]
 fn objects_by_the_variants_names_that_are_not_ours_are_reported_and_not_observed() {
     let mut exp = selection_experiment();
@@ -158,7 +169,7 @@ fn objects_by_the_variants_names_that_are_not_ours_are_reported_and_not_observed
     assert_eq!(sel.candidates[1].deployment, None);
     assert_eq!(sel.fresh_baseline.deployment, None);
     assert_eq!(
-        not_ours(&exp, &objs, None, &[]),
+        not_ours_among(&exp, &objs, None, &[]),
         [
             "Deployment storefront-candidate-2",
             "Deployment storefront-fresh-baseline"
@@ -171,12 +182,15 @@ fn objects_by_the_variants_names_that_are_not_ours_are_reported_and_not_observed
         ..Default::default()
     });
     assert_eq!(
-        not_ours(&exp, &objs, None, &[]),
+        not_ours_among(&exp, &objs, None, &[]),
         ["Deployment storefront-fresh-baseline"]
     );
     // A single-candidate experiment without a fresh baseline has no variants at all.
     let single = experiment();
-    assert_eq!(not_ours(&single, &objs, None, &[]), Vec::<String>::new());
+    assert_eq!(
+        not_ours_among(&single, &objs, None, &[]),
+        Vec::<String>::new()
+    );
     assert_eq!(observe(&single, &objects(vec![], None), &split(&t)), None);
 }
 
@@ -239,14 +253,14 @@ fn gateway_shares_are_the_route_weights_of_the_variant_services() {
     // Someone else's Service by a variant's name is reported.
     let theirs = vec![user.clone(), service("storefront-candidate-2", None, "x")];
     assert_eq!(
-        not_ours(&exp, &objs, Some(&user), &theirs),
+        not_ours_among(&exp, &objs, Some(&user), &theirs),
         ["Service storefront-candidate-2"]
     );
 }
 
 #[test]
 fn a_route_split_by_a_selection_is_never_reported_as_the_original() {
-    use crate::controller::fetch::Fetched;
+    use crate::controller::observe::fetch::Fetched;
     let mut exp = selection_experiment();
     exp.spec.traffic =
         serde_json::from_value(json!({"router": "gatewayAPI", "httpRoute": "storefront"})).unwrap();
@@ -270,7 +284,7 @@ fn a_route_split_by_a_selection_is_never_reported_as_the_original() {
     };
     let now = jiff::Timestamp::now();
     let original = fetched(route(json!([{"name": "storefront", "port": 80}])));
-    let obs = crate::controller::observe::observations(&exp, &original, now);
+    let obs = crate::controller::observe::observations::observations(&exp, &original, now);
     assert_eq!(
         obs.route_backend_refs.as_deref(),
         Some(r#"[[{"name":"storefront","port":80}]]"#)
@@ -279,6 +293,6 @@ fn a_route_split_by_a_selection_is_never_reported_as_the_original() {
         {"name": "storefront-baseline", "port": 80, "weight": 90},
         {"name": "storefront-fresh-baseline", "port": 80, "weight": 10},
     ])));
-    let obs = crate::controller::observe::observations(&exp, &split, now);
+    let obs = crate::controller::observe::observations::observations(&exp, &split, now);
     assert_eq!(obs.route_backend_refs, None);
 }

@@ -7,7 +7,7 @@ use k8s_openapi::api::core::v1::{Container, Service};
 use kube::{Resource, ResourceExt};
 
 use super::fetch::Fetched;
-use super::owner::owned_by;
+use super::owner::{self, owned_by};
 use super::variants::{self, ServiceNames};
 use crate::api::{
     ConcurrencyExperiment, ServerConfig, ANNOTATION_ABORT, ANNOTATION_APPROVE, ANNOTATION_RETRY,
@@ -61,32 +61,18 @@ fn variant_service_names(
 
 /// Objects where this experiment would write its own that it did not create: a Deployment
 /// named `<target>-candidate`, Services `<svc>-baseline`/`<svc>-candidate` (gatewayAPI), and
-/// a selection's variants (`variants::not_ours`). The
-/// operator never writes or deletes them; the stage machine refuses to start, or rolls back.
+/// a selection's variants (`variants::claimed`), by `owner::not_ours`.
 pub fn not_ours(exp: &ConcurrencyExperiment, fetched: &Fetched) -> Vec<String> {
-    let mut found = Vec::new();
-    if let Some(c) = fetched.candidate.as_ref().filter(|c| !owned_by(*c, exp)) {
-        found.push(format!("Deployment {}", c.name_any()));
+    let user = fetched.service.as_ref();
+    let mut services = Vec::new();
+    if let Some(service) = user.filter(|_| exp.spec.traffic.router.uses_route()) {
+        services.push(workload::baseline_service_name(&service.name_any()));
+        services.push(workload::candidate_service_name(&service.name_any()));
     }
-    if exp.spec.traffic.router.uses_route() {
-        if let Some(service) = &fetched.service {
-            for name in [
-                workload::baseline_service_name(&service.name_any()),
-                workload::candidate_service_name(&service.name_any()),
-            ] {
-                if service_named(fetched, &name).is_some_and(|s| !owned_by(s, exp)) {
-                    found.push(format!("Service {name}"));
-                }
-            }
-        }
-    }
-    found.extend(variants::not_ours(
-        exp,
-        &fetched.variants,
-        fetched.service.as_ref(),
-        &fetched.services,
-    ));
-    found
+    let variants = variants::claimed(exp, &fetched.variants, user);
+    services.extend(variants.services);
+    let deployments = fetched.candidate.iter().chain(variants.deployments);
+    owner::not_ours(exp, deployments, &services, &fetched.services)
 }
 
 /// The candidate Deployment, if this experiment made it.

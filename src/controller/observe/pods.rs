@@ -13,7 +13,7 @@ use crate::workload;
 /// original replicas, this only bounds a surprise.
 const POD_LIST_LIMIT: u32 = 100;
 /// Longest pod problem passed on (it ends up in a status message and an Event).
-pub(super) const MAX_PROBLEM: usize = 300;
+pub(crate) const MAX_PROBLEM: usize = 300;
 
 /// Why the candidate is not ready, from its pods; only listed while it has fewer ready pods
 /// than `spec.replicas` (a ready candidate costs no call). Best effort: the answer only goes

@@ -11,8 +11,8 @@ use serde_json::Value;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use super::context::Caches;
-use super::error::{is_not_found, Error, Result};
+use super::super::context::Caches;
+use super::super::error::{is_not_found, Error, Result};
 use super::owner::owned_by;
 use super::variants::{self, VariantObjects};
 use crate::api::ConcurrencyExperiment;

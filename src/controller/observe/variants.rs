@@ -2,14 +2,15 @@
 //! fresh baseline's Deployment, looked up by name in the Deployment cache (no list per
 //! reconcile), their Services (`gatewayAPI`), and the share of traffic each gets now. Only
 //! objects with an owner reference to the experiment are variants; one by these names that is
-//! not is reported (`not_ours`) and never written or deleted.
+//! not is reported (`owner::not_ours`, with the names from `claimed`) and never written or
+//! deleted.
 
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::Service;
 use kube::ResourceExt;
 use serde_json::Value;
 
-use super::context::Caches;
+use super::super::context::Caches;
 use super::owner::{owned_by, owned_variant_service};
 use crate::api::{ConcurrencyExperiment, Phase, MAX_CANDIDATES};
 use crate::plan::{SelectionObservations, VariantObservation};
@@ -171,15 +172,20 @@ pub fn observe(
     })
 }
 
-/// Objects by the variants' names this experiment would write and did not make: a
-/// selection's candidates while it may still create them (Pending, Selecting), the fresh
-/// baseline while the spec has one, and their Services (`gatewayAPI`).
-pub fn not_ours(
+/// The names a selection's variants take, for `owner::not_ours`: its candidates' Deployments
+/// while it may still create them (Pending, Selecting), the fresh baseline's while the spec
+/// has one, and their Services (`gatewayAPI`).
+pub struct Claimed<'a> {
+    /// The Deployments found by those names (the rule decides which are not ours).
+    pub deployments: Vec<&'a Deployment>,
+    pub services: Vec<String>,
+}
+
+pub fn claimed<'a>(
     exp: &ConcurrencyExperiment,
-    objects: &VariantObjects,
+    objects: &'a VariantObjects,
     user_service: Option<&Service>,
-    services: &[Service],
-) -> Vec<String> {
+) -> Claimed<'a> {
     let phase = exp.status.as_ref().map(|s| s.phase).unwrap_or_default();
     let selecting = exp.spec.selects() && matches!(phase, Phase::Pending | Phase::Selecting);
     let count = if selecting {
@@ -188,37 +194,25 @@ pub fn not_ours(
         0
     };
     let fresh = exp.spec.fresh_baseline();
-    let foreign = |d: &Option<Deployment>| {
-        d.as_ref()
-            .filter(|d| !owned_by(*d, exp))
-            .map(|d| format!("Deployment {}", d.name_any()))
-    };
-    let mut found: Vec<String> = objects
+    let mut deployments: Vec<&Deployment> = objects
         .candidates
         .iter()
         .take(count)
-        .filter_map(foreign)
+        .filter_map(Option::as_ref)
         .collect();
     if fresh {
-        found.extend(foreign(&objects.fresh_baseline));
+        deployments.extend(objects.fresh_baseline.as_ref());
     }
-    let router = exp.spec.traffic.router;
-    if let Some(user) = user_service.filter(|_| router.uses_route()) {
+    let mut services = Vec::new();
+    if let Some(user) = user_service.filter(|_| exp.spec.traffic.router.uses_route()) {
         let user = user.name_any();
-        let mut names: Vec<String> = (0..count)
-            .map(|i| workload::variant_service_name(&user, i))
-            .collect();
+        services.extend((0..count).map(|i| workload::variant_service_name(&user, i)));
         if fresh {
-            names.push(workload::fresh_baseline_service_name(&user));
-        }
-        for name in names {
-            let theirs = services
-                .iter()
-                .any(|s| s.name_any() == name && !owned_by(s, exp));
-            if theirs {
-                found.push(format!("Service {name}"));
-            }
+            services.push(workload::fresh_baseline_service_name(&user));
         }
     }
-    found
+    Claimed {
+        deployments,
+        services,
+    }
 }
