@@ -2,25 +2,15 @@
 //! status). No I/O here, so every transition is a plain unit test and a restarted operator
 //! resumes from status alone.
 //!
-//! How the shell (controller) drives it, once per reconcile:
-//!
-//! 1. Observe: build `Observations` (target and candidate Deployments — the candidate is named
-//!    `workload::candidate_name(target)` —, `effective_weight`, abort/approval flags, deletion).
-//!    `effective_weight` is `traffic::Router::effective_weight`: for `replicas`, `percent(candidate
-//!    ready, candidate ready + target ready)`; for `gatewayAPI`, the candidate's route weight, 0
-//!    once the original backendRefs are back (that is how `RestoreRoute` is seen to have
-//!    worked).
-//! 2. If `analysis_due(spec, status, now)`, run the checks and pass the outcome in
-//!    `Observations::analysis` (record `at` = now, `stage_index` = `status.stage_index`).
-//! 3. `step(spec, status, obs)`; when an action `writes_user_object` (the target, the route)
-//!    and the experiment's finalizer is not in place yet, add it first — an experiment that
-//!    never wrote the user's objects has nothing to restore and holds no finalizer. Then
-//!    write `Step::status` to the status subresource, then run
-//!    `Step::actions` in order. Every action is repeated by later steps until its effect is
-//!    observed, so writing status first and crashing in between is safe; events are emitted
-//!    once, on the transition.
-//! 4. Requeue after `Step::requeue_after` (`None` once finished); remove the finalizer when
-//!    `Step::release_finalizer`.
+//! The shell drives it once per reconcile, in the steps `controller::reconcile` names:
+//! observe (`Observations`: target and candidate, `effective_weight` from
+//! `traffic::Router::effective_weight`, flags, deletion) → measure (an analysis when
+//! `analysis_due`, into `Observations::analysis`; the pre-flight when `preflight_due`) →
+//! `step` → commit (the finalizer before the first action that `writes_user_object`, then
+//! `Step::status`) → act (`Step::actions` in order) → release the finalizer when
+//! `Step::release_finalizer`, else requeue after `Step::requeue_after`. Every action is
+//! repeated by later steps until its effect is observed, so writing status first and crashing
+//! in between is safe; events are emitted once, on the transition.
 //!
 //! For `gatewayAPI` the shell reports the route's backendRefs while the route is not split
 //! (`Observations::route_backend_refs`); the machine records them in
