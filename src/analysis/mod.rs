@@ -18,6 +18,7 @@ pub mod judge;
 pub mod preflight;
 pub mod queries;
 pub(crate) mod queue_header;
+pub mod reach;
 pub mod recommend;
 mod reference;
 mod restarts;

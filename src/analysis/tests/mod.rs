@@ -8,6 +8,7 @@ mod judge;
 mod preflight;
 mod presets;
 mod queries;
+mod reach;
 mod recommend;
 mod restarts;
 mod selection;

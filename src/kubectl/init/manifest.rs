@@ -5,7 +5,23 @@
 use super::super::cli::{InitArgs, InitServer};
 use super::super::PluginError;
 use crate::analysis::preflight::Finding;
-use crate::api::{Analysis, Check, MetricPreset, RenderedServer, ServerConfig, ServerKind};
+use crate::api::{Analysis, Check, MetricPreset, RenderedServer, ServerConfig, ServerKind, Stage};
+
+/// The starter's stages (weight, duration), interval and `minRequests`, as written.
+pub const STAGES: [(i32, &str); 3] = [(30, "10m"), (70, "10m"), (100, "10m")];
+pub const INTERVAL: &str = "1m";
+pub const MIN_REQUESTS: i64 = 50;
+
+/// The starter's stages as the spec reads them.
+pub fn starter_stages() -> Vec<Stage> {
+    STAGES
+        .iter()
+        .map(|(weight, duration)| Stage {
+            weight: *weight,
+            duration: (*duration).to_string(),
+        })
+        .collect()
+}
 
 /// Where the starter points when no `--prometheus` is given (the examples' address).
 pub const PLACEHOLDER_PROMETHEUS: &str = "http://prometheus.monitoring:9090";
@@ -152,6 +168,9 @@ pub struct Starting {
     /// With `--prometheus`: the measured I/O share and Amdahl's thread count, as comments
     /// (`recommend::sizing_note`).
     pub sizing: Option<String>,
+    /// With `--prometheus`: how the stages fall short of the data the checks need at the
+    /// target's measured request rate (`analysis::reach::notes`), as comments.
+    pub reach: Vec<String>,
 }
 
 /// A JSON string is a valid YAML double-quoted scalar: user text can never break the YAML.
@@ -225,9 +244,15 @@ pub fn manifest(s: &Starting) -> String {
     out.push_str(
         "  traffic:\n    router: replicas   # candidate pods join the target's Service; or gatewayAPI + httpRoute\n",
     );
-    out.push_str(
-        "  stages:\n    - {weight: 30, duration: 10m}\n    - {weight: 70, duration: 10m}\n    - {weight: 100, duration: 10m}\n",
-    );
+    for note in &s.reach {
+        out.push_str(&format!("  # WARNING: {}\n", note.replace('\n', " ")));
+    }
+    out.push_str("  stages:\n");
+    for (weight, duration) in STAGES {
+        out.push_str(&format!(
+            "    - {{weight: {weight}, duration: {duration}}}\n"
+        ));
+    }
     let url = match &s.prometheus {
         Some(u) => quoted(u),
         None => format!(
@@ -236,8 +261,8 @@ pub fn manifest(s: &Starting) -> String {
         ),
     };
     out.push_str(&format!(
-        "  analysis:\n    prometheus:\n      url: {url}\n    interval: 1m\n    failureLimit: 1\n    \
-         inconclusiveLimit: 3\n    minRequests: 50\n"
+        "  analysis:\n    prometheus:\n      url: {url}\n    interval: {INTERVAL}\n    failureLimit: 1\n    \
+         inconclusiveLimit: 3\n    minRequests: {MIN_REQUESTS}\n"
     ));
     if let Some(why) = &s.gate_off {
         out.push_str(&format!(
@@ -288,7 +313,8 @@ pub fn starter_analysis(
         .map(check_of)
         .collect::<Result<Vec<Check>, _>>()?;
     serde_json::from_value(serde_json::json!({
-        "prometheus": {"url": url}, "metrics": metrics, "minRequests": 50, "checks": checks,
+        "prometheus": {"url": url}, "metrics": metrics, "interval": INTERVAL,
+        "minRequests": MIN_REQUESTS, "checks": checks,
     }))
     .map_err(|e| PluginError::Usage(e.to_string()))
 }

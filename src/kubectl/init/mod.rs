@@ -16,6 +16,7 @@ use super::cli::InitArgs;
 use super::recommend::{measure, sizing_note};
 use super::{PluginError, Session};
 use crate::analysis::preflight::{self, Finding, Target, Windows};
+use crate::analysis::reach;
 use crate::api::Analysis;
 use crate::prometheus::PrometheusClient;
 use crate::workload::{app_container, read_baseline};
@@ -23,8 +24,8 @@ use crate::workload::{app_container, read_baseline};
 pub mod manifest;
 
 pub use manifest::{
-    candidate, check_of, default_name, manifest, starter_analysis, starters, Starter, Starting,
-    PLACEHOLDER_PROMETHEUS,
+    candidate, check_of, default_name, manifest, starter_analysis, starter_stages, starters,
+    Starter, Starting, PLACEHOLDER_PROMETHEUS,
 };
 
 /// The I/O-share measurement's range: wider than the 1m interval, so a quiet minute still
@@ -86,6 +87,30 @@ pub async fn probe(
     })
 }
 
+/// How the starter's stages fall short of the data its written checks need at the target's
+/// measured request rate (none when no rate was measured).
+pub fn reach_notes(analysis: &Analysis, data: &[Finding], rate: Option<f64>) -> Vec<String> {
+    let Some(rate) = rate else {
+        return Vec::new();
+    };
+    let mut written = analysis.clone();
+    written.checks = analysis
+        .checks
+        .iter()
+        .zip(data)
+        .filter(|(_, f)| **f == Finding::Found)
+        .map(|(c, _)| c.clone())
+        .collect();
+    let stages = starter_stages();
+    reach::notes(
+        &reach::Plan {
+            analysis: &written,
+            stages: &stages,
+        },
+        rate,
+    )
+}
+
 pub async fn run(
     session: &Session,
     args: &InitArgs,
@@ -121,15 +146,21 @@ pub async fn run(
             let mut measured =
                 super::recommend::Target::from_deployment(&deployment, Some(&container))?;
             measured.namespace = session.namespace.clone();
-            let queries =
-                super::recommend::queries(&measured, &analysis.metrics.resolve(), PROBE_WINDOW)?;
+            let mut asked = super::recommend::Quantity::ALL.to_vec();
+            asked.push(super::recommend::Quantity::TotalRate);
+            let names = analysis.metrics.resolve();
+            let queries = super::recommend::queries_of(&measured, &names, PROBE_WINDOW, &asked)?;
             let m = measure(&client, &queries, now).await?;
-            Some((p, sizing_note(&m, PROBE_WINDOW)))
+            let reach = reach_notes(&analysis, &p.data, m.total_rate);
+            for note in &reach {
+                eprintln!("warning: {note}");
+            }
+            Some((p, sizing_note(&m, PROBE_WINDOW), reach))
         }
     };
-    let (data, gate_off, sizing) = match probed {
-        Some((p, sizing)) => (Some(p.data), p.gate_off, sizing),
-        None => (None, None, None),
+    let (data, gate_off, sizing, reach) = match probed {
+        Some((p, sizing, reach)) => (Some(p.data), p.gate_off, sizing, reach),
+        None => (None, None, None, Vec::new()),
     };
     let starting = Starting {
         name: args
@@ -146,6 +177,7 @@ pub async fn run(
         data,
         gate_off,
         sizing,
+        reach,
     };
     out.write_all(manifest(&starting).as_bytes())?;
     Ok(())

@@ -8,7 +8,8 @@ use jiff::Timestamp;
 use crate::analysis::{
     busiest_pod_rate_template, choose_io_share, choose_times, container_cpu_per_request_template,
     cpu_per_request_template, io_per_request_template, io_share_template, pods_regex, render,
-    wall_per_request_template, ChosenTimes, GvlTimes, StandardTimes, TemplateVars,
+    total_rate_template, wall_per_request_template, ChosenTimes, GvlTimes, StandardTimes,
+    TemplateVars,
 };
 use crate::api::{CapacitySource, MetricNames};
 use crate::kubectl::PluginError;
@@ -27,9 +28,13 @@ pub enum Quantity {
     ContainerCpuPerRequest,
     /// Standard metrics: the request-duration `_sum / _count`.
     WallPerRequest,
+    /// Requests per second over all the pods (`init`: whether the stages reach the data the
+    /// checks need).
+    TotalRate,
 }
 
 impl Quantity {
+    /// What `recommend` sizes with (`init` also asks `TotalRate`).
     pub const ALL: [Quantity; 6] = [
         Quantity::IoShare,
         Quantity::CpuPerRequest,
@@ -47,15 +52,26 @@ impl Quantity {
             Quantity::BusiestPodRate => "busiest pod rate",
             Quantity::ContainerCpuPerRequest => "container CPU per request",
             Quantity::WallPerRequest => "wall time per request",
+            Quantity::TotalRate => "request rate",
         }
     }
 }
 
-/// The queries for the Deployment's pods over `window`, rendered as sent.
+/// The queries of `Quantity::ALL` for the Deployment's pods over `window`, rendered as sent.
 pub fn queries(
     target: &Target,
     names: &MetricNames,
     window: Duration,
+) -> Result<Vec<(Quantity, String)>, PluginError> {
+    queries_of(target, names, window, &Quantity::ALL)
+}
+
+/// The queries of `which` for the Deployment's pods over `window`, rendered as sent.
+pub fn queries_of(
+    target: &Target,
+    names: &MetricNames,
+    window: Duration,
+    which: &[Quantity],
 ) -> Result<Vec<(Quantity, String)>, PluginError> {
     let vars = TemplateVars {
         namespace: target.namespace.clone(),
@@ -65,9 +81,9 @@ pub fn queries(
         container: target.container.clone(),
     };
     let usage = |e: &dyn std::fmt::Display| PluginError::Usage(e.to_string());
-    Quantity::ALL
-        .into_iter()
-        .map(|q| {
+    which
+        .iter()
+        .map(|&q| {
             let template = match q {
                 Quantity::IoShare => io_share_template(names),
                 Quantity::CpuPerRequest => cpu_per_request_template(names),
@@ -75,6 +91,7 @@ pub fn queries(
                 Quantity::BusiestPodRate => busiest_pod_rate_template(names),
                 Quantity::ContainerCpuPerRequest => container_cpu_per_request_template(names),
                 Quantity::WallPerRequest => wall_per_request_template(names),
+                Quantity::TotalRate => total_rate_template(names),
             }
             .map_err(|e| usage(&e))?;
             let promql = render(q.name(), &template, &vars).map_err(|e| usage(&e))?;
@@ -94,6 +111,7 @@ pub struct Measurement {
     /// From standard metrics.
     pub container_cpu: Option<f64>,
     pub wall: Option<f64>,
+    pub total_rate: Option<f64>,
 }
 
 impl Measurement {
@@ -105,6 +123,7 @@ impl Measurement {
             Quantity::BusiestPodRate => self.busiest_pod_rate,
             Quantity::ContainerCpuPerRequest => self.container_cpu,
             Quantity::WallPerRequest => self.wall,
+            Quantity::TotalRate => self.total_rate,
         }
     }
 
@@ -116,6 +135,7 @@ impl Measurement {
             Quantity::BusiestPodRate => &mut self.busiest_pod_rate,
             Quantity::ContainerCpuPerRequest => &mut self.container_cpu,
             Quantity::WallPerRequest => &mut self.wall,
+            Quantity::TotalRate => &mut self.total_rate,
         };
         *slot = v.filter(|v| v.is_finite());
     }

@@ -23,7 +23,7 @@ use crate::api::{MetricNames, MetricsSpec, RenderedServer};
 use crate::prometheus::PrometheusClient;
 use crate::workload::{app_container, read_baseline};
 
-pub use measure::{measure, queries, Measurement, Quantity};
+pub use measure::{measure, queries, queries_of, Measurement, Quantity};
 pub use page::{report, sizing_note, ReportSettings};
 /// The Deployment as far as the estimate needs it.
 #[derive(Debug, Clone, PartialEq)]

@@ -68,6 +68,7 @@ fn starting(candidate: crate::api::ServerConfig, data: Option<Vec<Finding>>) -> 
         data,
         gate_off: None,
         sizing: None,
+        reach: Vec::new(),
     }
 }
 
@@ -371,4 +372,53 @@ fn init_writes_the_preset_it_was_given() {
         exp.spec.analysis.metrics.resolve().requests_total,
         "ruby_http_requests_total"
     );
+}
+
+#[test]
+fn init_warns_above_the_stages_when_the_measured_rate_cannot_feed_the_checks_it_writes() {
+    let candidate =
+        init::candidate(&init_args(InitServer::Puma, Some(4), None), &puma_2x6()).unwrap();
+    let starters = init::starters(&candidate);
+    let analysis =
+        init::starter_analysis("http://prometheus.monitoring:9090", None, &starters).unwrap();
+    let found = vec![Finding::Found; starters.len()];
+    // 1 request/s: stage 1 (30%) brings 18 per variant per minute; p99 per interval needs
+    // 1,000 to rest on 10 requests above it.
+    let notes = init::reach_notes(&analysis, &found, Some(1.0));
+    assert_eq!(notes.len(), 3, "{notes:#?}");
+    assert!(
+        notes[0]
+            .contains("about 18 requests per variant per 1m interval, fewer than minRequests 50"),
+        "{}",
+        notes[0]
+    );
+    assert!(
+        notes[1].starts_with("Check latency: a p99 per interval"),
+        "{}",
+        notes[1]
+    );
+    // queueTime p90: 100 needed.
+    assert!(
+        notes[2].starts_with("Check queueTime: a p90 per interval"),
+        "{}",
+        notes[2]
+    );
+    // A check not written (its series missing) is not warned about.
+    let mut data = found.clone();
+    data[0] = Finding::Missing("no series".into());
+    let notes = init::reach_notes(&analysis, &data, Some(1.0));
+    assert!(!notes.iter().any(|n| n.contains("latency")), "{notes:#?}");
+    // 100 requests/s feed every check; no rate measured, nothing said.
+    assert!(init::reach_notes(&analysis, &found, Some(100.0)).is_empty());
+    assert!(init::reach_notes(&analysis, &found, None).is_empty());
+    // Written as comments above the stages; the manifest stays valid.
+    let mut s = starting(candidate, Some(found.clone()));
+    s.reach = init::reach_notes(&analysis, &found, Some(1.0));
+    let yaml = init::manifest(&s);
+    assert!(
+        yaml.contains("  # WARNING: At the target's 1 req/s, stage 1 (30%) brings about 18"),
+        "{yaml}"
+    );
+    assert!(yaml.find("# WARNING").unwrap() < yaml.find("  stages:").unwrap());
+    assert_valid(&yaml);
 }
