@@ -3,8 +3,9 @@
 //!
 //! - every request the mocked-API tests see the controller make must be granted here (the fake
 //!   API server refuses any other, naming it), so nothing the code calls is missing;
-//! - the chart must grant exactly these, no verb more or less: `concurrency-operator rbac check
-//!   FILE` compares a `helm template` output (scripts/helm-check runs it for each value set).
+//! - the chart must grant exactly these, no verb more or less: `compare_chart` (also
+//!   `concurrency-operator rbac-check FILE`) compares a `helm template` output
+//!   (tests/helm_chart.rs runs it for each value set).
 //!
 //! Three identities: the operator (its ClusterRole, or a Role per watched namespace), its
 //! leader election (a Role in the release namespace), and the uninstall hook's `drain` (its

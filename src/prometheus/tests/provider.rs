@@ -227,7 +227,7 @@ fn a_bad_configuration_file_is_refused_naming_the_field() {
     );
 }
 
-/// What `scripts/helm-check` renders from the chart's values (its ConfigMap's
+/// What `tests/helm_chart.rs` renders from the chart's values (its ConfigMap's
 /// `prometheus.yaml`), as the operator reads it at start-up.
 #[test]
 fn the_charts_rendering_is_a_valid_configuration() {
