@@ -21,14 +21,7 @@ fn t(s: &str) -> f64 {
 
 /// `v` every 15 s from `a` to `b` (inclusive).
 fn flat(a: &str, b: &str, v: f64) -> Points {
-    let (a, b) = (t(a), t(b));
-    let mut out = Vec::new();
-    let mut x = a;
-    while x <= b {
-        out.push((x, v));
-        x += 15.0;
-    }
-    out
+    flat_between(t(a), t(b), v)
 }
 
 fn series(variant: Variant, points: Result<Points, String>) -> Series {
@@ -125,6 +118,7 @@ fn steps(changes: &[(&str, f64)]) -> Points {
     out
 }
 
+/// `v` every 15 s from `a` to `b` (inclusive), in seconds.
 fn flat_between(a: f64, b: f64, v: f64) -> Points {
     let mut out = Vec::new();
     let mut x = a;
@@ -133,6 +127,14 @@ fn flat_between(a: f64, b: f64, v: f64) -> Points {
         x += 15.0;
     }
     out
+}
+
+/// The traffic chart's figure.
+fn traffic_chart(html: &str) -> &str {
+    html.split(r#"<figure data-chart="weight">"#)
+        .nth(1)
+        .and_then(|s| s.split("</figure>").next())
+        .unwrap()
 }
 
 fn count(html: &str, needle: &str) -> usize {
@@ -175,11 +177,7 @@ fn a_report_charts_every_check_per_variant_with_limits_stages_and_verdicts() {
     // gvlWait 3 each, memory 3, queueTime 2 (one had no candidate value); and on the weight
     // line every analysis the operator counted, the one status no longer keeps included.
     assert_eq!(count(&html, r#"<circle class="marker Pass""#), 11 + 3);
-    let traffic = html
-        .split(r#"<figure data-chart="weight">"#)
-        .nth(1)
-        .and_then(|s| s.split("</figure>").next())
-        .unwrap();
+    let traffic = traffic_chart(&html);
     assert_eq!(
         count(traffic, r#"<circle class="marker Pass" data-count="1""#),
         3
@@ -229,11 +227,7 @@ fn a_rolled_back_report_leads_with_its_decision() {
     assert!(html.contains(r#"<dd id="phase">RolledBack</dd>"#));
     // The deciding analysis ended after the counter's last scrape (its Fail count never rose
     // in the range): it is marked from status, and says so.
-    let traffic = html
-        .split(r#"<figure data-chart="weight">"#)
-        .nth(1)
-        .and_then(|s| s.split("</figure>").next())
-        .unwrap();
+    let traffic = traffic_chart(&html);
     assert_eq!(
         count(traffic, r#"<circle class="marker Fail""#),
         1,
@@ -364,11 +358,7 @@ fn without_the_operators_count_the_analyses_in_status_are_marked() {
         *p = Err("HTTP 503".into());
     }
     let html = page::render(&progressing(), &h, now());
-    let traffic = html
-        .split(r#"<figure data-chart="weight">"#)
-        .nth(1)
-        .and_then(|s| s.split("</figure>").next())
-        .unwrap();
+    let traffic = traffic_chart(&html);
     assert_eq!(count(traffic, r#"<circle class="marker Pass""#), 2);
     assert_eq!(count(traffic, r#"<circle class="marker Inconclusive""#), 1);
     assert!(html.contains("The operator&#39;s count of analyses could not be read (HTTP 503)"));
