@@ -28,17 +28,23 @@ fn plugin() -> Result<PathBuf> {
 
 /// `kubectl concurrency ARGS…`: whether it exited 0, and its stdout and stderr together.
 pub async fn kc(args: &[&str]) -> Result<(bool, String)> {
+    let (ok, stdout, stderr) = kc_apart(args).await?;
+    Ok((ok, format!("{stdout}{stderr}")))
+}
+
+/// `kubectl concurrency ARGS…`: whether it exited 0, its stdout (what `> FILE` keeps) and its
+/// stderr.
+pub async fn kc_apart(args: &[&str]) -> Result<(bool, String, String)> {
     let out = tokio::process::Command::new(plugin()?)
         .args(args)
         .output()
         .await
         .context("running kubectl-concurrency")?;
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    Ok((out.status.success(), text))
+    Ok((
+        out.status.success(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    ))
 }
 
 /// `kubectl concurrency ARGS…` started in the background with stdout piped (e.g. `get -w`),

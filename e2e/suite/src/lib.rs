@@ -37,7 +37,7 @@ pub use concurrency_operator::api::{
     CheckResult, ConcurrencyExperiment, ConcurrencyExperimentStatus, MetricNames, Phase,
     SelectionStatus, Verdict,
 };
-pub use kubectl::{kc, kc_spawn, report_matches_status, Dashboard};
+pub use kubectl::{kc, kc_apart, kc_spawn, report_matches_status, Dashboard};
 pub use operator::{operator_name, operator_ns};
 pub use rails::{postgres_image, rails_app_image, RailsTarget};
 pub use receiver::Received;

@@ -5,8 +5,8 @@
 //! the `retry` scenario; their mocked-API error paths in the crate's kubectl tests.)
 
 use e2e_tests::{
-    decision_of, ensure, eventually, from_spec, kc, kc_spawn, phase_of, prometheus_in_cluster, run,
-    status, tolerant_check, MetricNames, Phase, Target, REPLICAS,
+    decision_of, ensure, eventually, from_spec, kc, kc_apart, kc_spawn, phase_of,
+    prometheus_in_cluster, run, status, tolerant_check, MetricNames, Phase, Target, REPLICAS,
 };
 use serde_json::{json, Value};
 use tokio::io::AsyncReadExt as _;
@@ -61,8 +61,10 @@ async fn plugin() {
             "recommend marks neither the current nor the recommended threads: {out}"
         );
 
-        // init: the starter manifest, read back from the running target.
-        let (ok, manifest) = kc(&[
+        // init: the starter manifest, read back from the running target, as `init … >
+        // experiment.yaml` keeps it (stdout); what it warns about on stderr is in the manifest
+        // too, as comments.
+        let (ok, manifest, warnings) = kc_apart(&[
             "-n",
             &ns,
             "init",
@@ -73,7 +75,13 @@ async fn plugin() {
             &host_prom,
         ])
         .await?;
-        ensure!(ok, "init failed: {manifest}");
+        ensure!(ok, "init failed: {manifest}{warnings}");
+        for w in warnings.lines().filter_map(|l| l.strip_prefix("warning: ")) {
+            ensure!(
+                manifest.contains(&format!("  # WARNING: {w}\n")),
+                "init warned on stderr but not in the manifest: {w}\n{manifest}"
+            );
+        }
         ensure!(
             manifest.contains("# The target runs now (read back from container web): puma 2×6"),
             "init does not read back the target: {manifest}"
