@@ -65,13 +65,14 @@ pub fn notes(plan: &Plan, rate: f64) -> Vec<String> {
         rate * share * over.as_secs_f64()
     };
     let at = format!("{} req/s", trim(rate));
-    let n = per_variant(first, interval);
-    if n < a.min_requests as f64 {
+    // Requests per variant in one interval of stage 1: what each per-interval rule is held to.
+    let first_interval = per_variant(first, interval);
+    if first_interval < a.min_requests as f64 {
         out.push(format!(
             "At the target's {at}, stage 1 ({first}%) brings about {} requests per variant per \
              {} interval, fewer than minRequests {}: its analyses would be Inconclusive. \
              Lengthen spec.analysis.interval or lower minRequests.",
-            n.round(),
+            first_interval.round(),
             a.interval,
             a.min_requests
         ));
@@ -120,14 +121,13 @@ pub fn notes(plan: &Plan, rate: f64) -> Vec<String> {
             }
             _ => {
                 let needed = (TAIL / (1.0 - q)).ceil();
-                let n = per_variant(first, interval);
-                if n < needed && check.max_increase.is_some() {
+                if first_interval < needed && check.max_increase.is_some() {
                     out.push(format!(
                         "Check {name}: a {p} per interval rests on the requests above it; at \
                          {at} stage 1 brings about {} per variant per {} interval, so one slow \
                          request moves it ({needed} would put {} above it). Lengthen the \
                          interval, judge a lower quantile, or use judge: sequential.",
-                        n.round(),
+                        first_interval.round(),
                         a.interval,
                         TAIL
                     ));
