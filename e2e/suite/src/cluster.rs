@@ -243,10 +243,57 @@ impl Scenario {
             }
             Err(e) => log!(self, "cannot list the experiments: {e:#}"),
         }
+        match self.other_events().await {
+            Ok(lines) => log!(self, "other Events in the namespace:\n{}", lines.join("\n")),
+            Err(e) => log!(self, "other Events in the namespace: {e:#}"),
+        }
         match self.operator_logs(Some(40)).await {
             Ok(tail) => log!(self, "operator log tail:\n{tail}"),
             Err(e) => log!(self, "operator log tail: {e:#}"),
         }
+    }
+
+    /// The namespace's Events about anything but experiments (pods scheduled, started, killed,
+    /// probes failing; ReplicaSets scaled), the last 60 in time order with their UTC times: the
+    /// timeline a failed request's own time (the load's failures) is set beside.
+    async fn other_events(&self) -> Result<Vec<String>> {
+        let api: Api<Event> = Api::namespaced(self.client.clone(), &self.ns);
+        let mut evs: Vec<(jiff::Timestamp, String)> = api
+            .list(&ListParams::default())
+            .await?
+            .items
+            .into_iter()
+            .filter(|e| {
+                e.regarding.as_ref().and_then(|r| r.kind.as_deref())
+                    != Some("ConcurrencyExperiment")
+            })
+            .filter_map(|e| {
+                let at = e
+                    .deprecated_last_timestamp
+                    .as_ref()
+                    .map(|t| t.0)
+                    .or_else(|| e.event_time.as_ref().map(|t| t.0))
+                    .or_else(|| e.metadata.creation_timestamp.as_ref().map(|t| t.0))?;
+                let what = e.regarding.as_ref().map(|r| {
+                    format!(
+                        "{}/{}",
+                        r.kind.as_deref().unwrap_or("?"),
+                        r.name.as_deref().unwrap_or("?")
+                    )
+                });
+                let line = format!(
+                    "  {} {} {}: {}",
+                    at.strftime("%H:%M:%S"),
+                    what.unwrap_or_default(),
+                    e.reason.as_deref().unwrap_or(""),
+                    e.note.as_deref().unwrap_or("")
+                );
+                Some((at, line))
+            })
+            .collect();
+        evs.sort_by_key(|(at, _)| *at);
+        let skip = evs.len().saturating_sub(60);
+        Ok(evs.into_iter().skip(skip).map(|(_, line)| line).collect())
     }
 }
 

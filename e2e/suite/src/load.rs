@@ -164,9 +164,10 @@ impl Scenario {
         ));
         anyhow::ensure!(
             load.failed() == 0,
-            "{} of {} requests failed: {load:?}",
+            "{} of {} requests failed: {load:?}{}",
             load.failed(),
-            load.answered + load.failed()
+            load.answered + load.failed(),
+            load.failures_text()
         );
         Ok(load)
     }
@@ -219,6 +220,24 @@ pub struct LoadResult {
     /// Ended by a stop request before its planned duration.
     #[serde(default)]
     pub stopped_early: bool,
+    /// The first failed requests (gvl-sim keeps 20), each with when and where it stopped.
+    #[serde(default)]
+    pub failures: Vec<LoadFailure>,
+}
+
+/// One failed request as the load generator saw it.
+#[derive(Debug, Clone, serde::Deserialize)]
+pub struct LoadFailure {
+    /// When it was sent (wall clock).
+    pub sent_unix_ms: i64,
+    /// Seconds from the load's start.
+    pub after_s: f64,
+    /// `error` or `timeout`.
+    pub kind: String,
+    /// Where the request got to, on what connection (e.g. `connect, on a connection opened
+    /// for it`).
+    pub state: String,
+    pub error: Option<String>,
 }
 
 impl LoadResult {
@@ -231,5 +250,26 @@ impl LoadResult {
             .map(|(_, n)| n)
             .sum();
         self.errors + self.timeouts + not_ok
+    }
+
+    /// A line per kept failure — when it was sent (UTC, to set beside the namespace's Events
+    /// that the failure report logs) and where it stopped — or nothing.
+    pub fn failures_text(&self) -> String {
+        self.failures
+            .iter()
+            .map(|f| {
+                let at = jiff::Timestamp::from_millisecond(f.sent_unix_ms)
+                    .map(|t| t.strftime("%H:%M:%S%.3f").to_string())
+                    .unwrap_or_default();
+                let error = f.error.as_deref().map(|e| format!(": {e}"));
+                format!(
+                    "\n  sent {at} (+{:.1} s): {} in {}{}",
+                    f.after_s,
+                    f.kind,
+                    f.state,
+                    error.unwrap_or_default()
+                )
+            })
+            .collect()
     }
 }

@@ -100,9 +100,10 @@ async fn assert_no_failed_requests(s: &Scenario) -> anyhow::Result<()> {
     );
     ensure!(
         load.failed() == 0,
-        "{} of {} requests failed for the user",
+        "{} of {} requests failed for the user:{}",
         load.failed(),
-        load.answered + load.errors + load.timeouts
+        load.answered + load.errors + load.timeouts,
+        load.failures_text()
     );
     Ok(())
 }

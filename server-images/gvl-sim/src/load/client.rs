@@ -89,6 +89,10 @@ pub struct HttpSender {
     request_start: bool,
     conn: Option<Live>,
     opened: u64,
+    /// Where the current (or last) request is: for [`Sender::state`].
+    stage: &'static str,
+    /// The age of the connection the current request went on; `None`: one opened for it.
+    reused_age: Option<Duration>,
 }
 
 impl HttpSender {
@@ -103,6 +107,8 @@ impl HttpSender {
             request_start: true,
             conn: None,
             opened: 0,
+            stage: "idle",
+            reused_age: None,
         }
     }
 
@@ -132,12 +138,18 @@ impl HttpSender {
     }
 
     async fn send_once(&mut self) -> Result<u16, String> {
+        let now = Instant::now();
         let live = match self.conn.take() {
-            Some(c) if c.reusable(Instant::now()) => c,
+            Some(c) if c.reusable(now) => {
+                self.reused_age = Some(now.saturating_duration_since(c.opened));
+                c
+            }
             old => {
                 // Closing an old connection here is graceful: only connections whose last
                 // answer was read in full are kept, so nothing is in flight on it.
                 drop(old);
+                self.reused_age = None;
+                self.stage = "connect";
                 self.connect().await?
             }
         };
@@ -146,6 +158,7 @@ impl HttpSender {
             opened,
             max_age,
         } = live;
+        self.stage = "ready";
         conn.ready().await.map_err(|e| format!("connection: {e}"))?;
         let mut req =
             Request::get(self.path.as_str()).header(http::header::HOST, self.host_header.as_str());
@@ -161,11 +174,13 @@ impl HttpSender {
         let req = req
             .body(Empty::<Bytes>::new())
             .map_err(|e| format!("request: {e}"))?;
+        self.stage = "response";
         let resp = conn
             .send_request(req)
             .await
             .map_err(|e| format!("request: {e}"))?;
         let status = resp.status().as_u16();
+        self.stage = "body";
         resp.into_body()
             .collect()
             .await
@@ -187,6 +202,18 @@ impl Sender for HttpSender {
 
     fn connections_opened(&self) -> u64 {
         self.opened
+    }
+
+    fn state(&self) -> String {
+        describe(self.stage, self.reused_age)
+    }
+}
+
+/// `stage` of a request on a connection `reused_age` old, or on one opened for it.
+fn describe(stage: &str, reused_age: Option<Duration>) -> String {
+    match reused_age {
+        Some(age) => format!("{stage}, on a connection {:.1} s old", age.as_secs_f64()),
+        None => format!("{stage}, on a connection opened for it"),
     }
 }
 
@@ -225,6 +252,18 @@ mod tests {
         assert!(!past_max_age(opened, at(3_600_000), None));
         // A clock reading before the open (cannot happen, but must not panic).
         assert!(!past_max_age(at(10), opened, age));
+    }
+
+    #[test]
+    fn a_failure_says_where_it_stopped_and_on_what_connection() {
+        assert_eq!(
+            describe("response", Some(Duration::from_millis(3240))),
+            "response, on a connection 3.2 s old"
+        );
+        assert_eq!(
+            describe("connect", None),
+            "connect, on a connection opened for it"
+        );
     }
 
     #[test]

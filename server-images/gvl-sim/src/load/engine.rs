@@ -47,6 +47,31 @@ pub trait Sender: Send + 'static {
     fn connections_opened(&self) -> u64 {
         0
     }
+
+    /// Where its last request got to and on what connection (e.g. `response, on a connection
+    /// 3.2 s old`): read after a failure, so a timeout says what it waited for.
+    fn state(&self) -> String {
+        String::new()
+    }
+}
+
+/// The failures kept with their details (the counts cover all of them).
+pub const KEPT_FAILURES: usize = 20;
+
+/// One failed request, for finding its cause afterwards (e.g. beside the cluster's events).
+#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+pub struct Failure {
+    /// When it was sent, milliseconds since the Unix epoch (the wall clock, to compare with
+    /// other logs).
+    pub sent_unix_ms: u64,
+    /// Seconds from the start of the load.
+    pub after_s: f64,
+    /// `error` or `timeout`.
+    pub kind: &'static str,
+    /// The sender's [`Sender::state`] when it failed.
+    pub state: String,
+    /// The error (none for a timeout).
+    pub error: Option<String>,
 }
 
 #[derive(Debug, Clone)]
@@ -65,6 +90,8 @@ pub struct Results {
     /// From start to the last answer (closed model: the duration).
     pub elapsed: Duration,
     pub last_error: Option<String>,
+    /// The first [`KEPT_FAILURES`] failures, in the order they were sent.
+    pub failures: Vec<Failure>,
 }
 
 impl Results {
@@ -81,6 +108,7 @@ impl Results {
             connections_opened: 0,
             elapsed: Duration::ZERO,
             last_error: None,
+            failures: Vec::new(),
         }
     }
 
@@ -97,6 +125,37 @@ impl Results {
         self.elapsed = self.elapsed.max(o.elapsed);
         if o.last_error.is_some() {
             self.last_error = o.last_error;
+        }
+        self.failures.extend(o.failures);
+        self.failures
+            .sort_by(|a, b| a.after_s.total_cmp(&b.after_s));
+        self.failures.truncate(KEPT_FAILURES);
+    }
+
+    fn failed(
+        &mut self,
+        sender: &dyn Sender,
+        sent: std::time::SystemTime,
+        after: Duration,
+        error: Option<String>,
+    ) {
+        if self.failures.len() < KEPT_FAILURES {
+            let sent_unix_ms = sent
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_millis() as u64);
+            self.failures.push(Failure {
+                sent_unix_ms,
+                after_s: after.as_secs_f64(),
+                kind: if error.is_some() { "error" } else { "timeout" },
+                state: sender.state(),
+                error: error.clone(),
+            });
+        }
+        if let Some(e) = error {
+            self.errors += 1;
+            self.last_error = Some(e);
+        } else {
+            self.timeouts += 1;
         }
     }
 
@@ -199,6 +258,7 @@ async fn connection<S: Sender>(
                 (now, plan.timeout.min(end - now))
             }
         };
+        let (sent, sent_wall) = (Instant::now(), std::time::SystemTime::now());
         let outcome = tokio::time::timeout(limit, sender.send()).await;
         let done = Instant::now();
         match outcome {
@@ -208,12 +268,9 @@ async fn connection<S: Sender>(
                 *r.statuses.entry(status).or_default() += 1;
                 r.elapsed = r.elapsed.max(done - start);
             }
-            Ok(Err(e)) => {
-                r.errors += 1;
-                r.last_error = Some(e);
-            }
+            Ok(Err(e)) => r.failed(&sender, sent_wall, sent - start, Some(e)),
             Err(_) if plan.model == Model::Closed && done >= end => r.abandoned += 1,
-            Err(_) => r.timeouts += 1,
+            Err(_) => r.failed(&sender, sent_wall, sent - start, None),
         }
     }
     r.connections_opened = sender.connections_opened();

@@ -26,6 +26,8 @@ pub struct Summary {
     /// Milliseconds; empty when nothing was answered.
     pub latency_ms: BTreeMap<String, f64>,
     pub last_error: Option<String>,
+    /// The first failed requests, each with when it was sent and where it stopped.
+    pub failures: Vec<super::engine::Failure>,
     /// Ended by `POST /stop` before `duration_s` (`--control-port`).
     pub stopped_early: bool,
 }
@@ -75,6 +77,7 @@ pub fn summarize(url: &str, plan: &Plan, r: &Results) -> Summary {
             .collect(),
         latency_ms,
         last_error: r.last_error.clone(),
+        failures: r.failures.clone(),
         stopped_early: false,
     }
 }
@@ -122,7 +125,32 @@ pub fn table(s: &Summary) -> String {
     if let Some(e) = &s.last_error {
         out += &format!("last error   {e}\n");
     }
+    for f in &s.failures {
+        out += &format!(
+            "failed       at {:.1} s ({}): {} in {}{}\n",
+            f.after_s,
+            utc_hms(f.sent_unix_ms),
+            f.kind,
+            f.state,
+            f.error
+                .as_deref()
+                .map(|e| format!(": {e}"))
+                .unwrap_or_default()
+        );
+    }
     out
+}
+
+/// `HH:MM:SS.mmm` UTC of a Unix time in milliseconds (what kubectl's event times compare to).
+fn utc_hms(unix_ms: u64) -> String {
+    let ms = unix_ms % 86_400_000;
+    format!(
+        "{:02}:{:02}:{:02}.{:03}Z",
+        ms / 3_600_000,
+        ms / 60_000 % 60,
+        ms / 1000 % 60,
+        ms % 1000
+    )
 }
 
 #[cfg(test)]
@@ -147,6 +175,13 @@ mod tests {
             connections_opened: 7,
             elapsed: Duration::from_secs(2),
             last_error: Some("connect: refused".into()),
+            failures: vec![super::super::engine::Failure {
+                sent_unix_ms: 1_765_000_000_123,
+                after_s: 1.5,
+                kind: "timeout",
+                state: "response, on a connection 0.4 s old".into(),
+                error: None,
+            }],
         };
         let plan = Plan {
             model: Model::Open { rate: 10.0 },
@@ -164,11 +199,17 @@ mod tests {
         assert!(t.contains("throughput   2.00 req/s"), "{t}");
         assert!(t.contains("200: 3  500: 1"), "{t}");
         assert!(t.contains("connections  opened 7  max age 0.5 s"), "{t}");
+        assert!(
+            t.contains("failed       at 1.5 s (05:46:40.123Z): timeout in response, on a connection 0.4 s old\n"),
+            "{t}"
+        );
         let json = serde_json::to_value(&s).unwrap();
         assert_eq!(json["model"], "open");
         assert_eq!(json["timeouts"], 2);
         assert_eq!(json["connections_opened"], 7);
         assert_eq!(json["max_connection_age_s"], 0.5);
+        assert_eq!(json["failures"][0]["kind"], "timeout");
+        assert_eq!(json["failures"][0]["sent_unix_ms"], 1_765_000_000_123u64);
 
         let kept = Plan {
             max_connection_age: None,

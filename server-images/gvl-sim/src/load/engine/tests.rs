@@ -136,6 +136,52 @@ async fn errors_are_counted_with_the_last_message() {
     let r = run(&plan, |_| Failing).await;
     assert_eq!((r.errors, r.answered()), (10, 0));
     assert_eq!(r.last_error.as_deref(), Some("connection refused"));
+    // Each kept in the order sent, with its own message.
+    assert_eq!(r.failures.len(), 10);
+    let after: Vec<f64> = r.failures.iter().map(|f| f.after_s).collect();
+    assert_eq!(
+        after,
+        (0..10).map(|i| f64::from(i) / 10.0).collect::<Vec<_>>()
+    );
+    assert!(r
+        .failures
+        .iter()
+        .all(|f| f.kind == "error" && f.error.as_deref() == Some("connection refused")));
+}
+
+/// Never answers; says where it waits.
+struct Stalling;
+impl Sender for Stalling {
+    fn send(&mut self) -> SendFuture<'_> {
+        Box::pin(std::future::pending())
+    }
+
+    fn state(&self) -> String {
+        "response, on a connection 1.0 s old".into()
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn timeouts_keep_where_they_waited_and_at_most_the_first_few() {
+    let plan = Plan {
+        model: Model::Open { rate: 100.0 },
+        duration: ms(1000),
+        connections: 200,
+        timeout: ms(500),
+        max_connection_age: None,
+    };
+    let r = run(&plan, |_| Stalling).await;
+    assert_eq!((r.timeouts, r.answered()), (100, 0));
+    assert_eq!(r.failures.len(), KEPT_FAILURES);
+    // The first ones sent, in order.
+    assert_eq!(r.failures[0].after_s, 0.0);
+    assert!(r
+        .failures
+        .windows(2)
+        .all(|w| w[0].sent_unix_ms <= w[1].sent_unix_ms));
+    let f = &r.failures[KEPT_FAILURES - 1];
+    assert_eq!((f.kind, f.error.as_deref()), ("timeout", None));
+    assert_eq!(f.state, "response, on a connection 1.0 s old");
 }
 
 /// Takes 100 ms per request and opens a "connection" before every third one, as a sender
