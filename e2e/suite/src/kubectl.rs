@@ -6,24 +6,27 @@ use anyhow::Context as _;
 
 use crate::Result;
 
-/// The plugin binary: KUBECTL_CONCURRENCY, or the one cargo built beside this test binary
-/// (`target/debug/deps/<test>` → `target/debug/kubectl-concurrency`; e2e/run builds it).
+/// The plugin binary: KUBECTL_CONCURRENCY, or the one cargo built beside this binary (the
+/// demo's `target/debug/demo`) or above it (a test's `target/debug/deps/<test>`); e2e/run and
+/// e2e/demo build it.
 fn plugin() -> Result<PathBuf> {
     if let Ok(p) = std::env::var("KUBECTL_CONCURRENCY") {
         return Ok(p.into());
     }
     let exe = std::env::current_exe()?;
-    let bin = exe
-        .parent()
-        .and_then(|deps| deps.parent())
-        .map(|dir| dir.join("kubectl-concurrency"))
-        .context("no directory above the test binary")?;
-    anyhow::ensure!(
-        bin.exists(),
-        "{} missing: cargo build --bin kubectl-concurrency (or set KUBECTL_CONCURRENCY)",
-        bin.display()
-    );
-    Ok(bin)
+    let dir = exe.parent().context("no directory above this binary")?;
+    let bin = [Some(dir), dir.parent()]
+        .into_iter()
+        .flatten()
+        .map(|d| d.join("kubectl-concurrency"))
+        .find(|b| b.exists());
+    bin.with_context(|| {
+        format!(
+            "no kubectl-concurrency beside or above {}: cargo build --bin kubectl-concurrency \
+             (or set KUBECTL_CONCURRENCY)",
+            exe.display()
+        )
+    })
 }
 
 /// `kubectl concurrency ARGS…`: whether it exited 0, and its stdout and stderr together.
@@ -45,6 +48,17 @@ pub async fn kc_apart(args: &[&str]) -> Result<(bool, String, String)> {
         String::from_utf8_lossy(&out.stdout).into_owned(),
         String::from_utf8_lossy(&out.stderr).into_owned(),
     ))
+}
+
+/// `kubectl concurrency ARGS…` writing to this process's own stdout and stderr, as a person
+/// sees it (e.g. `get NAME -w`); whether it exited 0.
+pub async fn kc_shown(args: &[&str]) -> Result<bool> {
+    let status = tokio::process::Command::new(plugin()?)
+        .args(args)
+        .status()
+        .await
+        .context("running kubectl-concurrency")?;
+    Ok(status.success())
 }
 
 /// `kubectl concurrency ARGS…` started in the background with stdout piped (e.g. `get -w`),
@@ -196,11 +210,28 @@ pub struct Dashboard {
 }
 
 impl Dashboard {
-    /// Started, its watch synced (it prints its address only then).
+    /// Started on a free port, its watch synced (it prints its address only then).
     pub async fn start() -> Result<Dashboard> {
+        Self::start_with(0, std::process::Stdio::piped()).await
+    }
+
+    /// Started on `port` (the demo's, for people to open), its log written to `log`.
+    pub async fn start_on(port: u16, log: std::fs::File) -> Result<Dashboard> {
+        Self::start_with(port, log.into()).await
+    }
+
+    async fn start_with(port: u16, log: std::process::Stdio) -> Result<Dashboard> {
         use tokio::io::AsyncBufReadExt;
         let prometheus = std::env::var("PROMETHEUS_URL").context("PROMETHEUS_URL is not set")?;
-        let mut child = kc_spawn(&["dashboard", "--port", "0", "--prometheus", &prometheus])?;
+        let port = port.to_string();
+        let args = ["dashboard", "--port", &port, "--prometheus", &prometheus];
+        let mut child = tokio::process::Command::new(plugin()?)
+            .args(args)
+            .stdout(std::process::Stdio::piped())
+            .stderr(log)
+            .kill_on_drop(true)
+            .spawn()
+            .context("starting kubectl-concurrency dashboard")?;
         let stdout = child.stdout.take().context("no stdout")?;
         let mut lines = tokio::io::BufReader::new(stdout).lines();
         let line = tokio::time::timeout(std::time::Duration::from_secs(60), lines.next_line())
@@ -219,7 +250,8 @@ impl Dashboard {
         })
     }
 
-    async fn get(&self, path: &str) -> Result<String> {
+    /// The page at `path` under its address (`""`: the experiments' list).
+    pub async fn page(&self, path: &str) -> Result<String> {
         let r = self
             .http
             .get(format!("{}{path}", self.url))
@@ -234,7 +266,7 @@ impl Dashboard {
 
     /// The phase the dashboard's row of `ns/name` shows (`None`: no row).
     pub async fn phase(&self, ns: &str, name: &str) -> Result<Option<String>> {
-        let rows = self.get("rows").await?;
+        let rows = self.page("rows").await?;
         let key = format!(r#"data-namespace="{ns}" data-name="{name}" "#);
         Ok(rows
             .split(&key)
@@ -266,6 +298,6 @@ impl Dashboard {
 
     /// The report of `ns/name`, made through the dashboard.
     pub async fn report(&self, ns: &str, name: &str) -> Result<String> {
-        self.get(&format!("report/{ns}/{name}")).await
+        self.page(&format!("report/{ns}/{name}")).await
     }
 }

@@ -37,7 +37,7 @@ pub use concurrency_operator::api::{
     CheckResult, ConcurrencyExperiment, ConcurrencyExperimentStatus, MetricNames, Phase,
     SelectionStatus, Verdict,
 };
-pub use kubectl::{kc, kc_apart, kc_spawn, report_matches_status, Dashboard};
+pub use kubectl::{kc, kc_apart, kc_shown, kc_spawn, report_matches_status, Dashboard};
 pub use operator::{operator_name, operator_ns};
 pub use rails::{postgres_image, rails_app_image, RailsTarget};
 pub use receiver::Received;
@@ -133,8 +133,12 @@ pub async fn run(name: &str, scenario: impl AsyncFnOnce(&Scenario) -> Result) {
 
 impl Scenario {
     async fn new(name: &str) -> Result<Self> {
-        let ns = format!("e2e-{}", name.replace('_', "-"));
-        let ns = ns.as_str();
+        Self::in_namespace(name, &format!("e2e-{}", name.replace('_', "-"))).await
+    }
+
+    /// `name`'s world in namespace `ns`, made afresh (one there before is deleted first): the
+    /// demo's, outside the suite.
+    pub async fn in_namespace(name: &str, ns: &str) -> Result<Self> {
         // Both ring and aws-lc-rs are in the tree: rustls cannot pick one by itself. An Err is
         // another test of this binary having installed it first.
         let _ = rustls::crypto::ring::default_provider().install_default();
