@@ -1,7 +1,8 @@
 //! The pre-flight series lookup against a real Prometheus scraping a real `gvl-sim`: before
 //! any request its boot-time series are there and nothing is refused (the request counter
 //! comes with the first request: not checked); once it serves, every check's series are found; a misspelt
-//! metric name is refused, naming it.
+//! metric name is refused, naming it. The target's request rate that `reach` warns on is not
+//! measured from seconds of data.
 //!
 //! Needs the `gvl-sim` binary: `cargo build -p gvl-sim` (found next to this test's target
 //! directory) or `GVL_SIM_BIN`.
@@ -15,7 +16,7 @@ mod harness;
 
 use std::time::{Duration, Instant};
 
-use concurrency_operator::analysis::preflight::{Target, Windows};
+use concurrency_operator::analysis::preflight::{target_rate, Target, Windows};
 use concurrency_operator::analysis::{preflight, Preflight};
 use concurrency_operator::api::ConcurrencyExperimentSpec;
 use concurrency_operator::prometheus::PrometheusClient;
@@ -106,6 +107,17 @@ async fn the_lookup_finds_gvl_sims_series_and_refuses_a_misspelt_one() {
         assert!(Instant::now() < deadline, "never found: {o:?}");
         tokio::time::sleep(Duration::from_millis(500)).await;
     }
+
+    // The rate `reach` holds the stages against: none yet for a counter born seconds ago —
+    // over 5m, rate() would read a fraction of the load's 20 req/s and warn wrongly.
+    let rate = target_rate(
+        &client,
+        &spec(&url, "", "").analysis,
+        &target(),
+        Timestamp::now(),
+    )
+    .await;
+    assert_eq!(rate, None, "a rate from seconds of data");
 
     // A misspelt histogram name, and a custom query reading a metric nobody writes.
     let misspelt = spec(

@@ -200,13 +200,16 @@ pub enum EventReason {
     SeriesMissing,
     /// The pre-flight lookup could not tell yet; the experiment starts anyway.
     SeriesNotChecked,
+    /// At the target's measured request rate the stages cannot reach the data the checks need
+    /// (`analysis::reach`); the experiment starts anyway.
+    TooFewRequests,
     Invalid,
     Hold(HoldReason),
     Decision(DecisionReason),
 }
 
 impl EventReason {
-    const PLAIN: [EventReason; 27] = [
+    const PLAIN: [EventReason; 28] = [
         EventReason::Started,
         EventReason::StageAdvanced,
         EventReason::SpecChanged,
@@ -233,6 +236,7 @@ impl EventReason {
         EventReason::Retried,
         EventReason::SeriesMissing,
         EventReason::SeriesNotChecked,
+        EventReason::TooFewRequests,
         EventReason::Invalid,
     ];
 
@@ -264,6 +268,7 @@ impl EventReason {
             EventReason::Retried => "Retried",
             EventReason::SeriesMissing => "SeriesMissing",
             EventReason::SeriesNotChecked => "SeriesNotChecked",
+            EventReason::TooFewRequests => "TooFewRequests",
             EventReason::Invalid => "Invalid",
             EventReason::Hold(h) => h.as_str(),
             EventReason::Decision(d) => d.as_str(),

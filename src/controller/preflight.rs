@@ -7,18 +7,20 @@ use kube::ResourceExt;
 
 use super::context::Context;
 use super::observe::fetch::Fetched;
-use crate::analysis::{self, preflight::Target, Preflight};
+use crate::analysis::preflight::{self, Target};
+use crate::analysis::{self, Preflight};
 use crate::api::ConcurrencyExperiment;
 use crate::workload;
 
-/// Looks up every check's series for the target's pods; `None` without a target or app
-/// container to look for (the stage machine waits for the target, and reports the container).
+/// Looks up every check's series for the target's pods and, when none is missing, measures the
+/// target's request rate (what `reach` warns on); `None` without a target or app container to
+/// look for (the stage machine waits for the target, and reports the container).
 pub async fn run(
     ctx: &Context,
     exp: &ConcurrencyExperiment,
     fetched: &Fetched,
     now: Timestamp,
-) -> Option<Preflight> {
+) -> Option<(Preflight, Option<f64>)> {
     let target = fetched.target.as_ref()?;
     let container = workload::app_container(target, exp.spec.container.as_deref()).ok()?;
     let target = Target {
@@ -31,8 +33,19 @@ pub async fn run(
     let client = ctx
         .prometheus
         .client(url, ctx.settings.prometheus_timeout, &ctx.metrics);
-    Some(match client {
-        Ok(client) => analysis::preflight(&client, &exp.spec.analysis, &target, now).await,
-        Err(e) => Preflight::Unavailable(format!("Prometheus {url}: {e} ({})", e.category())),
-    })
+    let client = match client {
+        Ok(client) => client,
+        Err(e) => {
+            let why = format!("Prometheus {url}: {e} ({})", e.category());
+            return Some((Preflight::Unavailable(why), None));
+        }
+    };
+    let found = analysis::preflight(&client, &exp.spec.analysis, &target, now).await;
+    let rate = match found {
+        Preflight::Passed | Preflight::Unchecked(_) => {
+            preflight::target_rate(&client, &exp.spec.analysis, &target, now).await
+        }
+        Preflight::Missing(_) | Preflight::Unavailable(_) => None,
+    };
+    Some((found, rate))
 }

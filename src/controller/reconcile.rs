@@ -145,7 +145,10 @@ async fn measure(
         && !observations.abort_requested
         && plan::preflight_due(current)
     {
-        observations.preflight = super::preflight::run(ctx, exp, fetched, now).await;
+        if let Some((found, rate)) = super::preflight::run(ctx, exp, fetched, now).await {
+            observations.preflight = Some(found);
+            observations.target_rate = rate;
+        }
     }
     Ok(())
 }

@@ -79,6 +79,9 @@ pub struct Observations {
     /// `None` while Pending means it was not made (the operator runs with `--preflight=false`):
     /// the experiment starts without it.
     pub preflight: Option<Preflight>,
+    /// The target's request rate (requests/s over all its pods), measured with a pre-flight
+    /// lookup that found nothing missing; `None` without one or without an answer.
+    pub target_rate: Option<f64>,
 }
 
 impl Observations {

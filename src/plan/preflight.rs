@@ -16,6 +16,8 @@ use super::ctx::Ctx;
 use super::observations::{EventType, Preflight};
 use super::timing::{add, until};
 use super::validate::Timing;
+use crate::analysis::preflight::RATE_WINDOW;
+use crate::analysis::reach;
 use crate::api::reason::DecisionReason;
 use crate::api::{format_duration, ConcurrencyExperimentStatus, Phase, PreflightStatus};
 
@@ -28,6 +30,8 @@ pub const SERIES_MISSING: &str = EventReason::SeriesMissing.as_str();
 pub const AWAITING_SERIES: &str = "AwaitingSeries";
 /// Normal Event when the experiment starts with series the lookup could not judge.
 pub const SERIES_NOT_CHECKED: &str = EventReason::SeriesNotChecked.as_str();
+/// Warning Event when the stages cannot reach the checks' data at the measured request rate.
+pub const TOO_FEW_REQUESTS: &str = EventReason::TooFewRequests.as_str();
 
 /// The shell looks up the series now: Pending, and no lookup has passed yet.
 pub fn preflight_due(status: &ConcurrencyExperimentStatus) -> bool {
@@ -65,7 +69,8 @@ pub(super) fn cleared(cx: &mut Ctx, t: &Timing) -> bool {
     };
     match found {
         Preflight::Passed => {
-            cx.status.preflight = Some(record(None, true));
+            let short = too_few_requests(cx);
+            cx.status.preflight = Some(record(short, true));
             true
         }
         Preflight::Unchecked(why) => {
@@ -73,8 +78,14 @@ pub(super) fn cleared(cx: &mut Ctx, t: &Timing) -> bool {
                 "Not every check's series could be looked up before the start ({why}); the \
                  analyses will tell."
             );
-            cx.status.preflight = Some(record(Some(msg.clone()), true));
-            cx.event(EventType::Normal, EventReason::SeriesNotChecked, msg);
+            cx.event(
+                EventType::Normal,
+                EventReason::SeriesNotChecked,
+                msg.clone(),
+            );
+            let short = too_few_requests(cx);
+            let noted = [Some(msg), short].into_iter().flatten();
+            cx.status.preflight = Some(record(Some(noted.collect::<Vec<_>>().join(" ")), true));
             true
         }
         Preflight::Missing(what) => {
@@ -115,4 +126,28 @@ pub(super) fn cleared(cx: &mut Ctx, t: &Timing) -> bool {
             false
         }
     }
+}
+
+/// The stages held against the target's measured request rate (`analysis::reach`, as `kubectl
+/// concurrency init` warns before anything is applied): a Warning Event `TooFewRequests` that
+/// says how they fall short and what to change, and the same text for `status.preflight`. The
+/// experiment starts anyway — traffic may grow, and a short stage ends Inconclusive, never
+/// Pass — but the user hears it before traffic moves, not after `inconclusiveLimit` analyses.
+fn too_few_requests(cx: &mut Ctx) -> Option<String> {
+    let rate = cx.obs.target_rate?;
+    let plan = reach::Plan {
+        analysis: &cx.spec.analysis,
+        stages: &cx.spec.stages,
+    };
+    let notes = reach::notes(&plan, rate);
+    if notes.is_empty() {
+        return None;
+    }
+    let msg = format!(
+        "Measured before the start, over the last {}: {} The experiment starts anyway.",
+        format_duration(RATE_WINDOW),
+        notes.join(" ")
+    );
+    cx.event(EventType::Warning, EventReason::TooFewRequests, msg.clone());
+    Some(msg)
 }

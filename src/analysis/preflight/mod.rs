@@ -232,6 +232,41 @@ pub async fn look_up(
     Ok(found)
 }
 
+/// How far back the target's request rate is measured for `reach` (issue 30): long enough to
+/// smooth a burst, short enough to be today's traffic.
+pub const RATE_WINDOW: std::time::Duration = std::time::Duration::from_secs(300);
+
+/// The target's request rate over all its pods (requests/s over the last `RATE_WINDOW`), as
+/// `kubectl concurrency init` measures it: what the stages' shares of traffic are cut from.
+/// Only when the request counter already existed `RATE_WINDOW` ago: `rate()` divides by the
+/// whole window, so a younger series (a target deployed a minute ago, traffic that just
+/// began) would read as a fraction of its rate and warn wrongly. `None` then, and when
+/// Prometheus has no answer (no requests, no series, an error): nothing to warn on.
+pub async fn target_rate(
+    source: &impl MetricSource,
+    analysis: &Analysis,
+    target: &Target,
+    at: Timestamp,
+) -> Option<f64> {
+    use super::queries::{metric, SELECTOR};
+    let names = analysis.metrics.resolve();
+    let requests = metric("requestsTotal", &names.requests_total).ok()?;
+    let template = format!(
+        "sum(rate({requests}{{{SELECTOR}}}[{{{{window}}}}])) \
+         and on() (count({requests}{{{SELECTOR}}} offset {{{{window}}}}) > 0)"
+    );
+    let vars = TemplateVars {
+        namespace: target.namespace.clone(),
+        pods: pods_regex(&target.deployment),
+        interval: RATE_WINDOW,
+        window: RATE_WINDOW,
+        container: target.container.clone(),
+    };
+    let query = render("request rate", &template, &vars).ok()?;
+    let rate = source.query_value(&query, at).await.ok().flatten()?;
+    rate.is_finite().then_some(rate)
+}
+
 /// The whole pre-flight against `source`: plan, look up, judge.
 pub async fn preflight(
     source: &impl MetricSource,

@@ -91,3 +91,59 @@ fn sequential_a_stage_short_of_the_tests_minimum_is_named() {
     // Enough traffic: nothing.
     assert!(notes(&plan, needed).is_empty());
 }
+
+/// Answers every query with `answer`, keeping what it was asked.
+struct Recording {
+    /// `None`: Prometheus unreachable.
+    answer: Option<Option<f64>>,
+    asked: std::sync::Mutex<Vec<String>>,
+}
+
+impl crate::analysis::MetricSource for Recording {
+    async fn query_value(
+        &self,
+        promql: &str,
+        _: jiff::Timestamp,
+    ) -> Result<Option<f64>, crate::analysis::PrometheusError> {
+        self.asked.lock().unwrap().push(promql.to_string());
+        self.answer
+            .ok_or_else(|| crate::analysis::PrometheusError::Unreachable("refused".into()))
+    }
+}
+
+#[tokio::test]
+async fn the_operator_measures_the_targets_rate_over_its_pods_in_the_last_five_minutes() {
+    use crate::analysis::preflight::{target_rate, Target};
+    let target = Target {
+        namespace: "shop".into(),
+        deployment: "storefront".into(),
+        container: "web".into(),
+        windows: Default::default(),
+    };
+    let a = analysis("perInterval", serde_json::json!([]));
+    let at = "2026-12-01T00:00:00Z".parse().unwrap();
+    let source = |answer| Recording {
+        answer,
+        asked: Default::default(),
+    };
+    let s = source(Some(Some(12.5)));
+    assert_eq!(target_rate(&s, &a, &target, at).await, Some(12.5));
+    let asked = s.asked.lock().unwrap().clone();
+    assert_eq!(asked.len(), 1);
+    assert!(
+        asked[0].starts_with("sum(rate(rails_requests_total{")
+            && asked[0].contains(r#"namespace="shop""#)
+            && asked[0].contains("^storefront-")
+            && asked[0].contains("[5m]))")
+            // Only from a counter that existed 5 minutes ago: rate() divides by the window.
+            && asked[0].contains(" and on() (count(rails_requests_total{namespace=\"shop\",")
+            && asked[0].ends_with("} offset 5m) > 0)"),
+        "{}",
+        asked[0]
+    );
+    promql_parser::parser::parse(&asked[0]).expect("valid PromQL");
+    // No answer, NaN (0/0) or an error: nothing to warn on.
+    for answer in [Some(None), Some(Some(f64::NAN)), None] {
+        assert_eq!(target_rate(&source(answer), &a, &target, at).await, None);
+    }
+}

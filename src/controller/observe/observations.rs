@@ -289,6 +289,7 @@ pub fn observations(
         // Measured with the analysis, when there is a fresh baseline to measure.
         baselines: None,
         preflight: None,
+        target_rate: None,
         selection: variants::observe(
             exp,
             &fetched.variants,

@@ -261,6 +261,7 @@ impl World {
             selection: None,
             baselines: None,
             preflight: None,
+            target_rate: None,
         }
     }
 }

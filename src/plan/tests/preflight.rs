@@ -149,3 +149,93 @@ fn without_a_lookup_the_experiment_starts_as_before() {
     assert_eq!(out.status.preflight, None);
     assert!(preflight_due(&ConcurrencyExperimentStatus::default()));
 }
+
+#[test]
+fn stages_that_cannot_reach_min_requests_at_the_measured_rate_are_warned_of_and_start() {
+    // 0.1 req/s: stage 1 (30 %) brings ~2 requests per variant per 1m interval.
+    let mut run = Run::new(spec(), 6);
+    let out = run
+        .tick_with(None, |o| {
+            o.preflight = Some(Preflight::Passed);
+            o.target_rate = Some(0.1);
+        })
+        .clone();
+    assert_eq!(out.status.phase, Phase::Progressing, "warned, not refused");
+    assert!(out
+        .actions
+        .iter()
+        .any(|a| matches!(a, Action::EnsureCandidate { .. })));
+    assert_eq!(events(&out.actions)[0], TOO_FEW_REQUESTS);
+    let warning = out
+        .actions
+        .iter()
+        .find_map(|a| match a {
+            Action::Event {
+                type_: EventType::Warning,
+                reason,
+                message,
+            } if *reason == TOO_FEW_REQUESTS => Some(message.clone()),
+            _ => None,
+        })
+        .expect("a Warning Event");
+    assert!(
+        warning
+            .starts_with("Measured before the start, over the last 5m: At the target's 0.1 req/s")
+            && warning.contains("fewer than minRequests")
+            && warning.contains("Lengthen spec.analysis.interval")
+            && warning.ends_with("The experiment starts anyway."),
+        "{warning}"
+    );
+    let p = out.status.preflight.clone().unwrap();
+    assert!(p.passed_at.is_some());
+    assert_eq!(p.message, Some(warning));
+
+    // Said once: the lookup is never made again after a pass.
+    run.now += 60;
+    let again = run.tick(None).clone();
+    assert!(!events(&again.actions).contains(&TOO_FEW_REQUESTS.to_string()));
+}
+
+#[test]
+fn enough_traffic_or_no_measured_rate_warns_of_nothing() {
+    for rate in [Some(100.0), None] {
+        let mut run = Run::new(spec(), 6);
+        let out = run
+            .tick_with(None, |o| {
+                o.preflight = Some(Preflight::Passed);
+                o.target_rate = rate;
+            })
+            .clone();
+        assert_eq!(out.status.phase, Phase::Progressing);
+        assert!(
+            !events(&out.actions).contains(&TOO_FEW_REQUESTS.to_string()),
+            "{rate:?}: {:?}",
+            out.actions
+        );
+        assert_eq!(out.status.preflight.unwrap().message, None, "{rate:?}");
+    }
+}
+
+#[test]
+fn an_unchecked_lookup_keeps_its_note_beside_the_traffic_warning() {
+    let mut run = Run::new(spec(), 6);
+    let out = run
+        .tick_with(None, |o| {
+            o.preflight = Some(Preflight::Unchecked("no request served".into()));
+            o.target_rate = Some(0.1);
+        })
+        .clone();
+    let evs = events(&out.actions);
+    assert!(
+        evs.contains(&SERIES_NOT_CHECKED.to_string())
+            && evs.contains(&TOO_FEW_REQUESTS.to_string()),
+        "{evs:?}"
+    );
+    let msg = out.status.preflight.unwrap().message.unwrap();
+    assert!(
+        msg.starts_with(
+            "Not every check's series could be looked up before the start (no request served)"
+        ) && msg.contains("fewer than minRequests"),
+        "{msg}"
+    );
+}

@@ -132,6 +132,7 @@ fn every_event_reason_is_read_back_from_its_text_and_no_two_plain_ones_collide()
         "Retried",
         "SeriesMissing",
         "SeriesNotChecked",
+        "TooFewRequests",
         "Invalid",
     ];
     for text in plain {
