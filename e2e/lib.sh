@@ -19,18 +19,6 @@ wait_until() {
   done
 }
 
-# cexp NS NAME: the experiment as JSON.
-cexp() { kubectl -n "$1" get cexp "$2" -o json; }
-phase() { kubectl -n "$1" get cexp "$2" -o jsonpath='{.status.phase}' 2>/dev/null; }
-
-# deploy_env NS DEPLOY VAR: a container env var of the Deployment's first container.
-deploy_env() {
-  kubectl -n "$1" get deploy "$2" -o json | python3 -c '
-import json, sys
-c = json.load(sys.stdin)["spec"]["template"]["spec"]["containers"][0]
-print(next((e.get("value", "") for e in c.get("env", []) if e["name"] == sys.argv[1]), ""))' "$3"
-}
-
 # prom QUERY: the first value of an instant query against $PROMETHEUS_URL (empty if none).
 prom() {
   curl -sf --max-time 5 "$PROMETHEUS_URL/api/v1/query" --data-urlencode "query=$1" | python3 -c '
