@@ -54,6 +54,7 @@ fn setting<T: FromStr>(var: &str, default: T) -> Result<T> {
 impl Settings {
     fn from_env() -> Result<Self> {
         let root = PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../.."));
+        let root = root.canonicalize().unwrap_or(root);
         Ok(Settings {
             ns: setting("DEMO_NS", "demo".to_string())?,
             // 60 requests/s of 2 ms CPU + 60 ms I/O: Puma 2×4 keeps up easily, one thread per
