@@ -38,7 +38,19 @@ impl Scenario {
     /// candidate's, would only see the connections broken by pods going away.
     pub async fn start_load_to(&self, secs: u32, rate: u32, base: &str, path: &str) -> Result {
         let age = env_or("E2E_CONNECTION_AGE", "5s");
-        self.start_load_aged(secs, rate, base, path, &age).await
+        self.start_load_aged(secs, rate, base, path, &age, "5s")
+            .await
+    }
+
+    /// Load on the target's Service whose client waits `timeout` (e.g. `15s`) for each answer,
+    /// not 5 s: for a scenario that runs a candidate near its capacity on purpose, where a
+    /// stall of the node makes an answer slow, not lost. A request sent to a pod that is gone
+    /// still fails: refused, reset, or never answered.
+    pub async fn start_patient_load(&self, secs: u32, rate: u32, timeout: &str) -> Result {
+        let ip = self.service_ip().await?;
+        let age = env_or("E2E_CONNECTION_AGE", "5s");
+        self.start_load_aged(secs, rate, &format!("http://{ip}"), "/", &age, timeout)
+            .await
     }
 
     /// Load on the target's Service whose connections live `age` (e.g. `30s`): a load
@@ -47,7 +59,7 @@ impl Scenario {
     /// every thread is busy, so those wait in the kernel's accept queue, unseen).
     pub async fn start_kept_load(&self, secs: u32, rate: u32, age: &str) -> Result {
         let ip = self.service_ip().await?;
-        self.start_load_aged(secs, rate, &format!("http://{ip}"), "/", age)
+        self.start_load_aged(secs, rate, &format!("http://{ip}"), "/", age, "5s")
             .await
     }
 
@@ -67,6 +79,7 @@ impl Scenario {
         base: &str,
         path: &str,
         age: &str,
+        timeout: &str,
     ) -> Result {
         let host = base.split("://").nth(1).unwrap_or(base);
         let ip = host.split([':', '/']).next().unwrap_or(host);
@@ -83,7 +96,7 @@ impl Scenario {
                     "imagePullPolicy": "Never",
                     "args": ["load", "--url", format!("{base}{path}"), "--rate", rate.to_string(),
                              "--duration", format!("{secs}s"), "--connections", "64",
-                             "--timeout", "5s", "--allow-cidr", format!("{ip}/32"), "--json",
+                             "--timeout", timeout, "--allow-cidr", format!("{ip}/32"), "--json",
                              "--max-connection-age", age,
                              "--control-port", CONTROL_PORT.to_string()],
                     "resources": {"requests": {"cpu": "10m", "memory": "16Mi"}, "limits": {"memory": "128Mi"}},
@@ -220,6 +233,9 @@ pub struct LoadResult {
     /// Ended by a stop request before its planned duration.
     #[serde(default)]
     pub stopped_early: bool,
+    /// Answered requests' latency in ms by quantile (`p50` … `p99.9`, `max`).
+    #[serde(default)]
+    pub latency_ms: std::collections::BTreeMap<String, f64>,
     /// The first failed requests (gvl-sim keeps 20), each with when and where it stopped.
     #[serde(default)]
     pub failures: Vec<LoadFailure>,
