@@ -278,3 +278,57 @@ async fn main() -> ExitCode {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn with_analyses(analyses: Value) -> ConcurrencyExperiment {
+        let mut e = e2e_tests::from_spec(
+            "one-thread",
+            json!({"targetRef": {"name": "storefront"}, "candidate": {"server": "puma"},
+                   "analysis": {"prometheus": {"url": "http://p:9090"}, "checks": []}}),
+        )
+        .unwrap();
+        let status = json!({"phase": "RolledBack", "analyses": analyses});
+        e.status = Some(serde_json::from_value(status).unwrap());
+        e
+    }
+
+    fn analysis(verdict: &str, checks: &[(&str, &str)]) -> Value {
+        let checks: Vec<Value> = checks
+            .iter()
+            .map(|(name, v)| json!({"name": name, "limit": "max 50ms", "verdict": v}))
+            .collect();
+        json!({"at": "2026-12-06T23:00:00Z", "stageIndex": 0, "weight": 30,
+               "verdict": verdict, "checks": checks})
+    }
+
+    #[test]
+    fn only_checks_that_failed_in_failed_analyses_count() {
+        let e = with_analyses(json!([
+            // A check can fail inside an Inconclusive analysis: not what decided.
+            analysis(
+                "Inconclusive",
+                &[("latency", "Fail"), ("errorRate", "Pass")]
+            ),
+            analysis("Fail", &[("queueTime", "Fail"), ("memory", "Pass")]),
+            analysis("Fail", &[("queueTime", "Fail"), ("gvlWait", "Fail")]),
+        ]));
+        assert_eq!(failed_checks(&e), ["gvlWait", "queueTime"]);
+        assert!(failed_checks(&with_analyses(json!([]))).is_empty());
+    }
+
+    #[test]
+    fn a_bad_setting_is_named() {
+        std::env::set_var("DEMO_TEST_RATE", "sixty");
+        let e = setting("DEMO_TEST_RATE", 60u32).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            r#"DEMO_TEST_RATE="sixty" is not a valid value"#
+        );
+        std::env::set_var("DEMO_TEST_RATE", " 45 ");
+        assert_eq!(setting("DEMO_TEST_RATE", 60u32).unwrap(), 45);
+        assert_eq!(setting("DEMO_TEST_UNSET", 60u32).unwrap(), 60);
+    }
+}
