@@ -72,6 +72,8 @@
 //! series that never existed makes the experiment `Invalid` (`SeriesMissing`), series it cannot
 //! judge yet are noted (`SeriesNotChecked`), Prometheus failing is looked at again within
 //! `spec.progressDeadline`, and a pass is kept in `status.preflight` so it is never repeated.
+//! With the pass comes the target's measured request rate (`Observations::target_rate`): stages
+//! that cannot reach the checks' data at it are warned of (`TooFewRequests`, `analysis::reach`).
 //!
 //! Selection (`select`, `elimination`, `ranking`; docs/selection.md): with `spec.candidates`
 //! Pending goes to `Selecting`, where every candidate and a fresh baseline run on equal shares
