@@ -76,16 +76,11 @@ async fn the_lookup_finds_gvl_sims_series_and_refuses_a_misspelt_one() {
     let client = PrometheusClient::new(&prom.url, Duration::from_secs(5)).unwrap();
     wait_for_data(&mut prom, &client, 1, 4).await;
     let url = prom.url.clone();
+    let plain = spec(&url, "", "").analysis;
 
     // No request yet: the histogram and the GVL counters exist from boot, the request counter
     // does not — noted as not checked, not refused.
-    let idle = preflight(
-        &client,
-        &spec(&url, "", "").analysis,
-        &target(),
-        Timestamp::now(),
-    )
-    .await;
+    let idle = preflight(&client, &plain, &target(), Timestamp::now()).await;
     let Preflight::Unchecked(why) = idle else {
         panic!("an idle gvl-sim must not be refused: {idle:?}");
     };
@@ -94,13 +89,7 @@ async fn the_lookup_finds_gvl_sims_series_and_refuses_a_misspelt_one() {
     let _load = gvlsim::start_load(addr, 20, 20, 4);
     let deadline = Instant::now() + Duration::from_secs(20);
     loop {
-        let o = preflight(
-            &client,
-            &spec(&url, "", "").analysis,
-            &target(),
-            Timestamp::now(),
-        )
-        .await;
+        let o = preflight(&client, &plain, &target(), Timestamp::now()).await;
         if o == Preflight::Passed {
             break;
         }
@@ -110,13 +99,7 @@ async fn the_lookup_finds_gvl_sims_series_and_refuses_a_misspelt_one() {
 
     // The rate `reach` holds the stages against: none yet for a counter born seconds ago —
     // over 5m, rate() would read a fraction of the load's 20 req/s and warn wrongly.
-    let rate = target_rate(
-        &client,
-        &spec(&url, "", "").analysis,
-        &target(),
-        Timestamp::now(),
-    )
-    .await;
+    let rate = target_rate(&client, &plain, &target(), Timestamp::now()).await;
     assert_eq!(rate, None, "a rate from seconds of data");
 
     // A misspelt histogram name, and a custom query reading a metric nobody writes.

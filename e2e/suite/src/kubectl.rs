@@ -64,10 +64,15 @@ pub async fn kc_shown(args: &[&str]) -> Result<bool> {
 /// `kubectl concurrency ARGS…` started in the background with stdout piped (e.g. `get -w`),
 /// killed when dropped.
 pub fn kc_spawn(args: &[&str]) -> Result<tokio::process::Child> {
+    kc_spawn_logged(args, std::process::Stdio::piped())
+}
+
+/// [`kc_spawn`] with its stderr going to `log` (a file, say).
+fn kc_spawn_logged(args: &[&str], log: std::process::Stdio) -> Result<tokio::process::Child> {
     tokio::process::Command::new(plugin()?)
         .args(args)
         .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
+        .stderr(log)
         .kill_on_drop(true)
         .spawn()
         .context("starting kubectl-concurrency")
@@ -225,13 +230,7 @@ impl Dashboard {
         let prometheus = std::env::var("PROMETHEUS_URL").context("PROMETHEUS_URL is not set")?;
         let port = port.to_string();
         let args = ["dashboard", "--port", &port, "--prometheus", &prometheus];
-        let mut child = tokio::process::Command::new(plugin()?)
-            .args(args)
-            .stdout(std::process::Stdio::piped())
-            .stderr(log)
-            .kill_on_drop(true)
-            .spawn()
-            .context("starting kubectl-concurrency dashboard")?;
+        let mut child = kc_spawn_logged(&args, log)?;
         let stdout = child.stdout.take().context("no stdout")?;
         let mut lines = tokio::io::BufReader::new(stdout).lines();
         let line = tokio::time::timeout(std::time::Duration::from_secs(60), lines.next_line())

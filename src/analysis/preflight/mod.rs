@@ -250,11 +250,12 @@ pub async fn target_rate(
 ) -> Option<f64> {
     use super::queries::{metric, SELECTOR};
     let names = analysis.metrics.resolve();
+    // `init`'s own total-rate query (its `{{interval}}` is the window here), kept only for a
+    // counter that existed a window ago.
+    let total = super::capacity_queries::total_rate_template(&names).ok()?;
     let requests = metric("requestsTotal", &names.requests_total).ok()?;
-    let template = format!(
-        "sum(rate({requests}{{{SELECTOR}}}[{{{{window}}}}])) \
-         and on() (count({requests}{{{SELECTOR}}} offset {{{{window}}}}) > 0)"
-    );
+    let template =
+        format!("{total} and on() (count({requests}{{{SELECTOR}}} offset {{{{window}}}}) > 0)");
     let vars = TemplateVars {
         namespace: target.namespace.clone(),
         pods: pods_regex(&target.deployment),
