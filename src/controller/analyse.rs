@@ -138,7 +138,9 @@ pub async fn run_selection(
     let Some(sctx) = selection_context(exp, fetched, status, observed, now)? else {
         return Ok(None);
     };
-    let (client, url) = prometheus_client(ctx, exp);
+    let (client, url) =
+        ctx.prometheus
+            .for_experiment(exp, ctx.settings.prometheus_timeout, &ctx.metrics);
     let (mut a, baselines) = match client {
         Ok(client) => {
             let a = analysis::analyse_selection(&client, &exp.spec, &sctx).await;
@@ -190,29 +192,6 @@ async fn judged_restarts(
     analysis::judge_restarts(outcome, restarts, container, fail)
 }
 
-/// The experiment's Prometheus client, and its URL as it may be shown (no credentials). A
-/// provider that does not resolve (the configuration changed under a running experiment) is
-/// an error like an unreachable Prometheus: Inconclusive, and `Invalid` at the next reconcile.
-fn prometheus_client(
-    ctx: &Context,
-    exp: &ConcurrencyExperiment,
-) -> (
-    std::result::Result<crate::prometheus::PrometheusClient, String>,
-    String,
-) {
-    match ctx.prometheus.resolve(exp) {
-        Ok(provider) => {
-            let url = crate::telemetry::redact::url_for_display(&provider.url);
-            let client = ctx
-                .prometheus
-                .client_for(&provider, ctx.settings.prometheus_timeout, &ctx.metrics)
-                .map_err(|e| e.to_string());
-            (client, url)
-        }
-        Err(e) => (Err(e.to_string()), "(unresolved)".to_string()),
-    }
-}
-
 pub async fn run(
     ctx: &Context,
     exp: &ConcurrencyExperiment,
@@ -224,7 +203,9 @@ pub async fn run(
     let Some(actx) = analysis_context(exp, fetched, status, effective_weight, now)? else {
         return Ok(None);
     };
-    let (client, url) = prometheus_client(ctx, exp);
+    let (client, url) =
+        ctx.prometheus
+            .for_experiment(exp, ctx.settings.prometheus_timeout, &ctx.metrics);
     let mut baselines = None;
     let outcome = match client {
         Ok(client) => {

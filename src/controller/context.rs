@@ -9,6 +9,8 @@ use kube::runtime::events::{Recorder, Reporter};
 use kube::runtime::reflector::{ObjectRef, Store};
 use kube::{Client, ResourceExt};
 
+use super::deployments::{self, FullCopies};
+use super::error::Result;
 use super::index::ExperimentIndex;
 use super::prometheus::PrometheusClients;
 use crate::api::ConcurrencyExperiment;
@@ -64,16 +66,20 @@ pub struct Caches {
     /// HorizontalPodAutoscalers per scope: the target's, and the candidate's copy.
     pub autoscalers: Vec<Store<HorizontalPodAutoscaler>>,
     pub indexes: Vec<Arc<ExperimentIndex>>,
+    /// Whole copies of Deployments the cache holds metadata-only (`deployments`).
+    pub full: Arc<FullCopies>,
 }
 
 impl Caches {
-    /// A Deployment from the cache, `None` when it does not exist (as far as the watch knows).
-    pub fn deployment(&self, namespace: &str, name: &str) -> Option<Deployment> {
-        let key = ObjectRef::new(name).within(namespace);
-        self.deployments
-            .iter()
-            .find_map(|s| s.get(&key))
-            .map(|d| d.as_ref().clone())
+    /// A Deployment, whole, from the cache (`deployments::read`), `None` when it does not
+    /// exist (as far as the watch knows).
+    pub async fn deployment(
+        &self,
+        client: &Client,
+        namespace: &str,
+        name: &str,
+    ) -> Result<Option<Deployment>> {
+        deployments::read(client, &self.deployments, &self.full, namespace, name).await
     }
 
     /// The experiments in `namespace` whose target is `deployment` (from the index).

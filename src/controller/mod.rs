@@ -15,6 +15,7 @@
 mod act;
 mod analyse;
 mod context;
+mod deployments;
 mod error;
 mod events;
 mod experiments;
@@ -130,6 +131,7 @@ async fn run_controllers(client: &Client, config: &RunConfig, lost: impl Future<
         deployments: deployments.clone(),
         autoscalers: autoscalers.clone(),
         indexes: indexes.to_vec(),
+        full: Default::default(),
     };
     let ctx = Arc::new(
         Context::new(
@@ -234,11 +236,15 @@ fn controller(
     } = watch;
     let (store, changed) = experiments::watch(client, namespace, index.clone(), all, metrics);
     let (deployments, writer) = reflector::store();
+    let kept = index.clone();
     let touched = reflector::reflector(
         writer,
         watcher(api, watcher::Config::default())
             .default_backoff()
-            .modify(slim),
+            .modify(move |d| {
+                let whole = deployments::kept_whole(&kept, d);
+                deployments::slim(d, whole)
+            }),
     )
     .touched_objects();
     let (autoscalers, hpa_writer) = reflector::store();
@@ -257,26 +263,13 @@ fn controller(
     (controller, (deployments, autoscalers))
 }
 
-/// Fields no reconcile reads, dropped before caching: `managedFields` alone is often larger
-/// than the rest of a Deployment, and the cache holds every Deployment in the scope.
-fn slim(d: &mut Deployment) {
-    d.metadata.managed_fields = None;
-    if let Some(a) = d.metadata.annotations.as_mut() {
-        a.remove("kubectl.kubernetes.io/last-applied-configuration");
-    }
-}
-
 /// The experiments a Deployment event concerns: the one that owns it (a candidate) and the
 /// ones that name it as their target.
 fn waking(index: &ExperimentIndex, d: &Deployment) -> Vec<ObjectRef<ConcurrencyExperiment>> {
     let ns = d.namespace().unwrap_or_default();
-    let owner = d
-        .owner_references()
-        .iter()
-        .filter(|o| o.controller == Some(true) && o.kind == "ConcurrencyExperiment")
-        .filter(|o| o.api_version.starts_with("concurrency.dev/"))
-        .map(|o| o.name.clone());
+    let owner = deployments::owning_experiment(d).map(str::to_string);
     owner
+        .into_iter()
         .chain(index.targeting(&ns, &d.name_any()))
         .map(|name| ObjectRef::new(&name).within(&ns))
         .collect()

@@ -29,15 +29,16 @@ pub async fn run(
         container: container.name.clone(),
         windows: Default::default(),
     };
-    let url = &exp.spec.analysis.prometheus.url;
-    let client = ctx
-        .prometheus
-        .client(url, ctx.settings.prometheus_timeout, &ctx.metrics);
+    let (client, url) =
+        ctx.prometheus
+            .for_experiment(exp, ctx.settings.prometheus_timeout, &ctx.metrics);
     let client = match client {
         Ok(client) => client,
         Err(e) => {
-            let why = format!("Prometheus {url}: {e} ({})", e.category());
-            return Some((Preflight::Unavailable(why), None));
+            return Some((
+                Preflight::Unavailable(format!("Prometheus {url}: {e}")),
+                None,
+            ))
         }
     };
     let found = analysis::preflight(&client, &exp.spec.analysis, &target, now).await;

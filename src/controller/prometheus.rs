@@ -42,14 +42,28 @@ impl PrometheusClients {
             .resolve(&exp.spec.analysis.prometheus, &namespace)
     }
 
-    /// The client for a bare `url`.
-    pub fn client(
+    /// The client `exp` queries through (its resolved provider: URL, credentials, TLS,
+    /// headers), and that URL as it may be shown (no credentials). Every query an experiment
+    /// makes goes through here — the pre-flight lookup as much as the analyses — so none is
+    /// sent without the credentials its provider has. A provider that does not resolve (the
+    /// configuration changed under a running experiment) is an error like an unreachable
+    /// Prometheus.
+    pub fn for_experiment(
         &self,
-        url: &str,
+        exp: &ConcurrencyExperiment,
         timeout: Duration,
         metrics: &Metrics,
-    ) -> Result<PrometheusClient, PrometheusError> {
-        self.client_for(&Provider::from_url(url), timeout, metrics)
+    ) -> (Result<PrometheusClient, String>, String) {
+        match self.resolve(exp) {
+            Ok(provider) => {
+                let url = crate::telemetry::redact::url_for_display(&provider.url);
+                let client = self
+                    .client_for(&provider, timeout, metrics)
+                    .map_err(|e| format!("{e} ({})", e.category()));
+                (client, url)
+            }
+            Err(e) => (Err(e.to_string()), "(unresolved)".to_string()),
+        }
     }
 
     /// The client for `provider`, made on first use; its queries are timed into

@@ -50,8 +50,9 @@ pub const OPERATOR: &[Rule] = &[
          blockOwnerDeletion on the objects an experiment owns"),
     rule("", "namespaces", &["get"],
         "a deleted experiment in a terminating namespace lets go at once (controller/namespaces.rs)"),
-    rule("apps", "deployments", &["list", "watch", "create", "patch", "delete"],
-        "the Deployment cache (controller/mod.rs); server-side apply of candidates and variants \
+    rule("apps", "deployments", &["get", "list", "watch", "create", "patch", "delete"],
+        "the Deployment cache (controller/mod.rs; get: a target cached metadata-only, \
+         controller/deployments.rs); server-side apply of candidates and variants \
          (create: an apply that creates); the target's replicas and template; removing variants"),
     rule("apps", "replicasets", &["list"],
         "the target's current pod-template hash (controller/fetch.rs)"),

@@ -42,11 +42,12 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 - apiGroups: [""]
   resources: ["namespaces"]
   verbs: ["get"]
+# get: a target the cache holds metadata-only (its last event came before its experiment);
 # create: a server-side apply that creates the candidate; patch: it and the target's replicas
 # and template; delete: the experiment's own variants (never the target).
 - apiGroups: ["apps"]
   resources: ["deployments"]
-  verbs: ["list", "watch", "create", "patch", "delete"]
+  verbs: ["get", "list", "watch", "create", "patch", "delete"]
 - apiGroups: ["apps"]
   resources: ["replicasets"]
   verbs: ["list"]

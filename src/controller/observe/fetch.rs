@@ -82,8 +82,10 @@ pub async fn fetch(
     let ns = exp.namespace().ok_or(Error::MissingNamespace)?;
     let target_name = &exp.spec.target_ref.name;
     let on_target = caches.targeting(&ns, target_name);
-    let target = caches.deployment(&ns, target_name);
-    let candidate = caches.deployment(&ns, &workload::candidate_name(target_name));
+    let target = caches.deployment(client, &ns, target_name).await?;
+    let candidate = caches
+        .deployment(client, &ns, &workload::candidate_name(target_name))
+        .await?;
     let autoscaler = caches.autoscaler_of(&ns, target_name);
     // The pods are listed only when the deadline has passed and their reason goes into the
     // decision: waiting experiments cost no list.
@@ -144,7 +146,7 @@ pub async fn fetch(
         others: live_on_target(&on_target, exp),
         candidate_problem,
         configmaps,
-        variants: variants::fetch(caches, &ns, target_name),
+        variants: variants::fetch(client, caches, &ns, target_name).await?,
         candidate_usage,
     })
 }

@@ -11,6 +11,7 @@ use kube::ResourceExt;
 use serde_json::Value;
 
 use super::super::context::Caches;
+use super::super::error::Result;
 use super::owner::{owned_by, owned_variant_service};
 use crate::api::{ConcurrencyExperiment, Phase, MAX_CANDIDATES};
 use crate::plan::{SelectionObservations, VariantObservation};
@@ -26,13 +27,24 @@ pub struct VariantObjects {
 }
 
 /// Reads the variants from the Deployment cache.
-pub fn fetch(caches: &Caches, namespace: &str, target: &str) -> VariantObjects {
-    VariantObjects {
-        candidates: (0..MAX_CANDIDATES)
-            .map(|i| caches.deployment(namespace, &workload::variant_name(target, i)))
-            .collect(),
-        fresh_baseline: caches.deployment(namespace, &workload::fresh_baseline_name(target)),
+pub async fn fetch(
+    client: &kube::Client,
+    caches: &Caches,
+    namespace: &str,
+    target: &str,
+) -> Result<VariantObjects> {
+    let mut candidates = Vec::with_capacity(MAX_CANDIDATES);
+    for i in 0..MAX_CANDIDATES {
+        let name = workload::variant_name(target, i);
+        candidates.push(caches.deployment(client, namespace, &name).await?);
     }
+    let fresh_baseline = workload::fresh_baseline_name(target);
+    Ok(VariantObjects {
+        candidates,
+        fresh_baseline: caches
+            .deployment(client, namespace, &fresh_baseline)
+            .await?,
+    })
 }
 
 /// What `observe` reads besides the variants: the rest of the split.

@@ -5,6 +5,7 @@ use k8s_openapi::api::core::v1::Container;
 
 use crate::controller::observe::observations::cpu_limits;
 use crate::controller::prometheus::*;
+use crate::prometheus::Provider;
 use crate::telemetry::Metrics;
 
 #[test]
@@ -30,19 +31,18 @@ fn clients_are_kept_per_url_and_timeout_and_bounded() {
     let metrics = Metrics::new();
     let t = Duration::from_secs(10);
     let url = |i: usize| format!("http://prometheus-{i}.monitoring:9090");
-    clients.client(&url(0), t, &metrics).unwrap();
-    clients.client(&url(0), t, &metrics).unwrap();
+    let client = |u: &str, t| clients.client_for(&Provider::from_url(u), t, &metrics);
+    client(&url(0), t).unwrap();
+    client(&url(0), t).unwrap();
     assert_eq!(clients.urls(), [url(0)], "reused");
-    clients
-        .client(&url(0), Duration::from_secs(5), &metrics)
-        .unwrap();
+    client(&url(0), Duration::from_secs(5)).unwrap();
     assert_eq!(clients.urls().len(), 2, "another timeout is another client");
-    assert!(clients.client("not a url", t, &metrics).is_err());
+    assert!(client("not a url", t).is_err());
     assert_eq!(clients.urls().len(), 2, "a bad URL is not kept");
     for i in 1..=MAX_PROMETHEUS_CLIENTS {
-        clients.client(&url(i), t, &metrics).unwrap();
+        client(&url(i), t).unwrap();
         // url(0) with the default timeout stays in use throughout.
-        clients.client(&url(0), t, &metrics).unwrap();
+        client(&url(0), t).unwrap();
     }
     let urls = clients.urls();
     assert_eq!(urls.len(), MAX_PROMETHEUS_CLIENTS);
@@ -65,7 +65,7 @@ async fn queries_are_timed_into_the_histogram() {
         .port();
     let url = format!("http://127.0.0.1:{port}");
     let client = clients
-        .client(&url, Duration::from_secs(5), &metrics)
+        .client_for(&Provider::from_url(&url), Duration::from_secs(5), &metrics)
         .unwrap();
     assert!(client.query_value("up", Timestamp::now()).await.is_err());
     let text = metrics.encode();

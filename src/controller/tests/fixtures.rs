@@ -17,6 +17,7 @@ use tokio::task::JoinHandle;
 
 use crate::api::{ConcurrencyExperiment, Phase};
 use crate::controller::context::{Caches, Context, Settings, FINALIZER};
+use crate::controller::deployments::{self, FullCopies};
 use crate::controller::index::ExperimentIndex;
 use crate::controller::reconcile::reconcile;
 use crate::notify::deliver::Notifier;
@@ -211,6 +212,14 @@ pub struct FakeApi {
     pub preflight: bool,
     /// `Settings::allow_candidate_overrides` of those Contexts (on, as the operator's default).
     pub forbid_overrides: bool,
+    /// Deployments (paths) the cache holds metadata-only whatever the index says: their last
+    /// event came before their experiment's.
+    pub metadata_only: Arc<Mutex<Vec<String>>>,
+    /// `Settings::prometheus` of those Contexts: the operator's providers (none by default).
+    pub prometheus: crate::prometheus::ProvidersConfig,
+    /// The whole copies fetched for metadata-only entries, shared by every Context made from
+    /// this fake as the operator's one cache is by its reconciles.
+    pub full: Arc<FullCopies>,
 }
 
 impl Default for FakeApi {
@@ -224,6 +233,9 @@ impl Default for FakeApi {
             without_endpoints: Default::default(),
             preflight: false,
             forbid_overrides: false,
+            metadata_only: Default::default(),
+            prometheus: Default::default(),
+            full: Default::default(),
         }
     }
 }
@@ -309,12 +321,16 @@ impl FakeApi {
             writer.apply_watcher_event(&event);
             index.apply(&event);
         }
-        // The Deployment cache as the watch would hold it now: every stored Deployment.
+        // The Deployment cache as the watch would hold it now: every stored Deployment, kept
+        // whole or metadata-only as the watch decides (`metadata_only` forces the latter).
         let (deployments, mut dwriter) = reflector::store::<Deployment>();
         dwriter.apply_watcher_event(&watcher::Event::Init);
+        let forced = self.metadata_only.lock().unwrap().clone();
         for (path, obj) in self.objects.lock().unwrap().iter() {
             if path.contains("/deployments/") {
-                let d: Deployment = serde_json::from_value(obj.clone()).unwrap();
+                let mut d: Deployment = serde_json::from_value(obj.clone()).unwrap();
+                let whole = deployments::kept_whole(&index, &d) && !forced.contains(path);
+                deployments::slim(&mut d, whole);
                 dwriter.apply_watcher_event(&watcher::Event::InitApply(d));
             }
         }
@@ -334,11 +350,13 @@ impl FakeApi {
             deployments: vec![deployments],
             autoscalers: vec![autoscalers],
             indexes: vec![index],
+            full: self.full.clone(),
         };
         // The pre-flight lookup needs a Prometheus; its own tests (`preflight`) turn it on.
         let settings = Settings {
             preflight: self.preflight,
             allow_candidate_overrides: !self.forbid_overrides,
+            prometheus: self.prometheus.clone(),
             ..Settings::default()
         };
         let ctx = Context::new(client, self.metrics.clone(), settings, caches)

@@ -6,6 +6,7 @@ mod autoscale;
 mod clock;
 mod config_source;
 mod deletion;
+mod deployments;
 mod endpoints;
 mod error;
 mod events;

@@ -47,6 +47,10 @@ fn percent_decode(s: &str) -> String {
     String::from_utf8(out).unwrap()
 }
 
+/// The bearer token every fake Prometheus of this file requires once set (a test that sets
+/// it runs its own Prometheus; the others never set it).
+static TOKEN: std::sync::OnceLock<&'static str> = std::sync::OnceLock::new();
+
 /// Answers a series lookup with 1 when its metric is in `names`, with no data otherwise, and
 /// counts the lookups; any other query gets `100`.
 async fn prometheus_with(names: &'static [&'static str]) -> (String, Arc<AtomicUsize>) {
@@ -69,6 +73,18 @@ async fn prometheus_with(names: &'static [&'static str]) -> (String, Arc<AtomicU
                 }
                 let head = String::from_utf8_lossy(&request);
                 let line = head.lines().next().unwrap_or_default();
+                if let Some(token) = TOKEN.get() {
+                    let bearer = format!("authorization: bearer {token}");
+                    if !head.lines().any(|l| l.to_lowercase() == bearer) {
+                        let body = r#"{"status":"error","error":"Unauthorized"}"#;
+                        let response = format!(
+                            "HTTP/1.1 401 Unauthorized\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                            body.len()
+                        );
+                        let _ = socket.write_all(response.as_bytes()).await;
+                        return;
+                    }
+                }
                 let query = line
                     .split_whitespace()
                     .nth(1)
@@ -193,4 +209,35 @@ async fn prometheus_unreachable_waits_with_nothing_created() {
     fake.clear_calls();
     reconcile_stored(&fake).await.unwrap();
     assert!(fake.lines().is_empty(), "{:?}", fake.lines());
+}
+
+/// An experiment that names a credentials set and no URL: the pre-flight lookup goes to the
+/// set's Prometheus with its token, as the analyses do — not to the spec's (empty) URL, which
+/// left such an experiment Pending until its deadline.
+#[tokio::test]
+async fn the_lookup_uses_the_experiments_credentials() {
+    let (url, lookups) = prometheus_with(&YABEDA_APP).await;
+    let dir = std::env::temp_dir().join(format!("cexp-preflight-token-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let token = dir.join("token");
+    std::fs::write(&token, "s3cret\n").unwrap();
+    TOKEN.get_or_init(|| "s3cret");
+    let mut fake = fake_for(
+        json!([{"metric": "latency", "maxIncrease": "10%"}, {"metric": "gvlWait", "max": "15%"}]),
+        String::new(),
+    );
+    fake.prometheus = crate::prometheus::ProvidersConfig::parse(&format!(
+        "credentials:\n  team-a:\n    url: {url}\n    bearerTokenFile: {}\n",
+        token.display()
+    ))
+    .unwrap();
+    let mut exp: ConcurrencyExperiment = fake.get(EXP).unwrap();
+    exp.spec.analysis.prometheus.credentials = Some("team-a".into());
+    fake.put(EXP, exp);
+    reconcile_stored(&fake).await.unwrap();
+    std::fs::remove_dir_all(&dir).unwrap();
+    // Looked up with the token, and the answer judged: gvlWait's series is missing.
+    assert!(lookups.load(Ordering::SeqCst) > 0);
+    assert_eq!(stored_phase(&fake), Phase::Invalid);
+    assert_eq!(fake.event_reasons(), ["SeriesMissing"]);
 }
