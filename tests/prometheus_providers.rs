@@ -83,80 +83,18 @@ fn start(dir: &Path, name: &str, args: &[String]) -> Prometheus {
     Prometheus { child, port }
 }
 
-fn openssl(dir: &Path, args: &[&str]) {
-    let out = Command::new("openssl")
-        .args(args)
-        .current_dir(dir)
+/// A CA, and a server certificate for `SERVER_NAME` only, signed by it (`scripts/test-certs`).
+fn certificates(dir: &Path) {
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/scripts/test-certs");
+    let out = Command::new(script)
+        .arg(dir)
+        .arg(SERVER_NAME)
         .output()
-        .expect("the openssl CLI (Debian package openssl)");
+        .expect("scripts/test-certs (needs the openssl CLI, Debian package openssl)");
     assert!(
         out.status.success(),
-        "openssl {args:?}: {}",
+        "scripts/test-certs: {}",
         String::from_utf8_lossy(&out.stderr)
-    );
-}
-
-/// A CA, and a server certificate for `SERVER_NAME` only, signed by it.
-fn certificates(dir: &Path) {
-    let ec = [
-        "-newkey",
-        "ec",
-        "-pkeyopt",
-        "ec_paramgen_curve:prime256v1",
-        "-nodes",
-    ];
-    let mut ca = vec!["req", "-x509"];
-    ca.extend(ec);
-    ca.extend([
-        "-keyout",
-        "ca.key",
-        "-out",
-        "ca.crt",
-        "-days",
-        "2",
-        "-subj",
-        "/CN=test CA",
-        "-addext",
-        "basicConstraints=critical,CA:TRUE",
-        "-addext",
-        "keyUsage=critical,keyCertSign",
-    ]);
-    openssl(dir, &ca);
-    let mut csr = vec!["req"];
-    csr.extend(ec);
-    csr.extend([
-        "-keyout",
-        "server.key",
-        "-out",
-        "server.csr",
-        "-subj",
-        "/CN=prometheus.test",
-    ]);
-    openssl(dir, &csr);
-    std::fs::write(
-        dir.join("server.ext"),
-        format!("subjectAltName=DNS:{SERVER_NAME}\nextendedKeyUsage=serverAuth\n"),
-    )
-    .unwrap();
-    openssl(
-        dir,
-        &[
-            "x509",
-            "-req",
-            "-in",
-            "server.csr",
-            "-CA",
-            "ca.crt",
-            "-CAkey",
-            "ca.key",
-            "-CAcreateserial",
-            "-out",
-            "server.crt",
-            "-days",
-            "2",
-            "-extfile",
-            "server.ext",
-        ],
     );
 }
 

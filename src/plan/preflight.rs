@@ -105,8 +105,8 @@ pub(super) fn cleared(cx: &mut Ctx, t: &Timing) -> bool {
             let deadline = add(since.0, t.progress_deadline);
             if deadline.is_none_or(|d| now >= d) {
                 let msg = format!(
-                    "Prometheus did not answer the pre-flight series lookup within \
-                     progressDeadline {} ({why}); nothing was created.",
+                    "The pre-flight series lookup did not succeed within progressDeadline \
+                      {} ({why}); nothing was created.",
                     format_duration(t.progress_deadline)
                 );
                 cx.start_rollback(DecisionReason::ProgressDeadlineExceeded, msg);
@@ -115,8 +115,8 @@ pub(super) fn cleared(cx: &mut Ctx, t: &Timing) -> bool {
                 return false;
             }
             cx.status.message = Some(format!(
-                "Prometheus did not answer the pre-flight series lookup ({why}); nothing is \
-                 created until it does. Looking again every {}, for at most progressDeadline {}.",
+                "The pre-flight series lookup failed ({why}); nothing is created until \
+                 it succeeds. Looking again every {}, for at most progressDeadline {}.",
                 format_duration(PREFLIGHT_RETRY),
                 format_duration(t.progress_deadline)
             ));

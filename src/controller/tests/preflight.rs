@@ -202,7 +202,7 @@ async fn prometheus_unreachable_waits_with_nothing_created() {
     let exp: ConcurrencyExperiment = fake.get(EXP).unwrap();
     let msg = exp.status.unwrap().message.unwrap();
     assert!(
-        msg.starts_with("Prometheus did not answer the pre-flight series lookup"),
+        msg.starts_with("The pre-flight series lookup failed"),
         "{msg}"
     );
     // The same answer again: nothing to write.

@@ -56,9 +56,8 @@ fn prometheus_down_waits_then_ends_at_the_progress_deadline_with_nothing_created
     assert_eq!(secs(out.requeue_after), PREFLIGHT_RETRY.as_secs());
     let msg = out.status.message.clone().unwrap();
     assert!(
-        msg.starts_with(
-            "Prometheus did not answer the pre-flight series lookup (Prometheus is unreachable"
-        ) && msg.contains("nothing is created until it does"),
+        msg.starts_with("The pre-flight series lookup failed (Prometheus is unreachable")
+            && msg.contains("nothing is created until it succeeds"),
         "{msg}"
     );
     assert_eq!(
@@ -79,7 +78,7 @@ fn prometheus_down_waits_then_ends_at_the_progress_deadline_with_nothing_created
     assert_eq!(d.reason, "ProgressDeadlineExceeded");
     assert!(
         d.message
-            .contains("did not answer the pre-flight series lookup within progressDeadline 10m"),
+            .contains("did not succeed within progressDeadline 10m"),
         "{d:?}"
     );
     assert!(nothing_created(&out.actions));

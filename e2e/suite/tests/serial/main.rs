@@ -8,6 +8,7 @@ mod capacity;
 mod gateway;
 mod judge;
 mod operator;
+mod prometheus;
 mod promote;
 mod rails;
 mod rollback;
