@@ -47,13 +47,18 @@ fn percent_decode(s: &str) -> String {
     String::from_utf8(out).unwrap()
 }
 
-/// The bearer token every fake Prometheus of this file requires once set (a test that sets
-/// it runs its own Prometheus; the others never set it).
-static TOKEN: std::sync::OnceLock<&'static str> = std::sync::OnceLock::new();
-
 /// Answers a series lookup with 1 when its metric is in `names`, with no data otherwise, and
 /// counts the lookups; any other query gets `100`.
 async fn prometheus_with(names: &'static [&'static str]) -> (String, Arc<AtomicUsize>) {
+    prometheus_requiring(names, None).await
+}
+
+/// As `prometheus_with`, and with `token` a request without `Authorization: Bearer <token>`
+/// gets a 401 (and is not counted).
+async fn prometheus_requiring(
+    names: &'static [&'static str],
+    token: Option<&'static str>,
+) -> (String, Arc<AtomicUsize>) {
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let url = format!("http://{}", listener.local_addr().unwrap());
     let lookups = Arc::new(AtomicUsize::new(0));
@@ -73,7 +78,7 @@ async fn prometheus_with(names: &'static [&'static str]) -> (String, Arc<AtomicU
                 }
                 let head = String::from_utf8_lossy(&request);
                 let line = head.lines().next().unwrap_or_default();
-                if let Some(token) = TOKEN.get() {
+                if let Some(token) = token {
                     let bearer = format!("authorization: bearer {token}");
                     if !head.lines().any(|l| l.to_lowercase() == bearer) {
                         let body = r#"{"status":"error","error":"Unauthorized"}"#;
@@ -216,12 +221,11 @@ async fn prometheus_unreachable_waits_with_nothing_created() {
 /// left such an experiment Pending until its deadline.
 #[tokio::test]
 async fn the_lookup_uses_the_experiments_credentials() {
-    let (url, lookups) = prometheus_with(&YABEDA_APP).await;
+    let (url, lookups) = prometheus_requiring(&YABEDA_APP, Some("s3cret")).await;
     let dir = std::env::temp_dir().join(format!("cexp-preflight-token-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let token = dir.join("token");
     std::fs::write(&token, "s3cret\n").unwrap();
-    TOKEN.get_or_init(|| "s3cret");
     let mut fake = fake_for(
         json!([{"metric": "latency", "maxIncrease": "10%"}, {"metric": "gvlWait", "max": "15%"}]),
         String::new(),
