@@ -10,8 +10,8 @@ use serde_json::json;
 /// A thread increase whose pool did not follow: `config/database.yml` pins `pool: 5`, the
 /// target runs Puma 2 workers × 4 threads (never more threads than connections), and the
 /// candidate saves memory with 1 worker × 8 threads. Each request holds its connection through
-/// a 1 s carrier call (`/products/1/shipping`), 6 at a time per pod: the candidate's one
-/// process has 8 threads for them but 5 connections, so its requests wait for the pool —
+/// a 1 s carrier call (`/products/1/shipping`), 4 at a time per pod on average: the candidate's
+/// one process has 8 threads for them but 5 connections, so its requests wait for the pool —
 /// which the baseline's never do. Rolled back at the first stage on `dbPoolWait`, named in the
 /// decision; the target keeps 2 × 4. Both built-ins read what the app already has: `dbPoolWait`
 /// the concurrency-metrics gem's counter (ActiveRecord's checkout waits), `cpuUtilization`
@@ -30,8 +30,12 @@ async fn rails_pool() {
             ..RailsTarget::default()
         };
         s.deploy_rails_target(&target).await?;
-        // 18 requests/s of 1 s each over 3 pods: 6 in flight per pod.
-        s.start_load_path(240, 18, "/products/1/shipping?ms=1000")
+        // 12 requests/s of 1 s each over 3 pods: 4 in flight per pod. The candidate's 5
+        // connections are then busy 80 % of the time, so its requests often wait for one, yet
+        // it keeps up. At 6 per pod (18/s) it did not: 6 holds/s on 5 connections of 1 s, its
+        // queue grew until its readiness probe timed out on a busy node and the ready pods
+        // dropped to 2 (a CI run of stop 40) — an overload, not the pool wait judged here.
+        s.start_load_path(240, 12, "/products/1/shipping?ms=1000")
             .await?;
         let exp = Exp::new(
             "rails-1x8",
@@ -42,7 +46,7 @@ async fn rails_pool() {
             json!([
                 {"metric": "dbPoolWait", "max": "2%"},
                 {"metric": "latency", "quantile": 0.9, "max": "5s"},
-                // Far above what 6 requests/s mostly waiting on a carrier call use of 1 core.
+                // Far above what 4 requests/s mostly waiting on a carrier call use of 1 core.
                 {"metric": "cpuUtilization", "max": "90%"},
             ]),
         )
