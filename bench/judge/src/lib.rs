@@ -5,8 +5,11 @@
 //! - `readback`: a recording read back from Prometheus, per step.
 //! - `replay`: one experiment over a trace, judged per interval (today) or anytime-valid.
 //! - `bootstrap`: many experiments from one trace, by resampling whole blocks of intervals.
+//! - `fixed`: the fixed-horizon test the sequential one is measured against, and its power
+//!   analysis.
 
 pub mod bootstrap;
+pub mod fixed;
 pub mod manifest;
 pub mod pairs;
 pub mod readback;

@@ -33,17 +33,7 @@ struct Args {
 
 fn main() -> anyhow::Result<()> {
     let args = Args::parse();
-    let mut traces: Vec<Trace> = std::fs::read_dir(&args.traces)?
-        .filter_map(Result::ok)
-        .map(|e| e.path())
-        .filter(|p| p.extension().is_some_and(|e| e == "json"))
-        .map(|p| Trace::load(&p))
-        .collect::<anyhow::Result<_>>()?;
-    traces
-        .sort_by(|a, b| (a.regression.is_some(), &a.name).cmp(&(b.regression.is_some(), &b.name)));
-    if traces.is_empty() {
-        anyhow::bail!("no traces in {}", args.traces.display());
-    }
+    let traces = Trace::load_dir(&args.traces)?;
     let rules = [Rule::PerInterval, Rule::Sequential { alpha: args.alpha }];
     print_traces(&traces);
     println!("Requests per variant before any anytime-valid verdict on a quantile is possible");

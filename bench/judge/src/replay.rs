@@ -107,7 +107,8 @@ fn per_interval<'a>(
     (verdict, failed)
 }
 
-fn buckets(bounds: &[f64], cumulative: &[f64]) -> Buckets {
+/// A trace's cumulative counts (`+Inf` last) as the tests read them.
+pub fn buckets(bounds: &[f64], cumulative: &[f64]) -> Buckets {
     let mut pairs: Vec<(f64, f64)> = bounds
         .iter()
         .copied()

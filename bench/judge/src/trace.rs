@@ -53,6 +53,23 @@ impl Trace {
         let text = std::fs::read_to_string(path)?;
         Ok(serde_json::from_str(&text)?)
     }
+
+    /// Every trace in `dir` (`*.json`), A/A first, then by name; an error when there is none.
+    pub fn load_dir(dir: &std::path::Path) -> anyhow::Result<Vec<Trace>> {
+        let mut traces: Vec<Trace> = std::fs::read_dir(dir)?
+            .filter_map(Result::ok)
+            .map(|e| e.path())
+            .filter(|p| p.extension().is_some_and(|e| e == "json"))
+            .map(|p| Trace::load(&p))
+            .collect::<anyhow::Result<_>>()?;
+        traces.sort_by(|a, b| {
+            (a.regression.is_some(), &a.name).cmp(&(b.regression.is_some(), &b.name))
+        });
+        if traces.is_empty() {
+            anyhow::bail!("no traces in {}", dir.display());
+        }
+        Ok(traces)
+    }
 }
 
 /// What one variant did over an interval of consecutive steps.

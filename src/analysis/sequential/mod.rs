@@ -18,4 +18,4 @@ pub mod rate;
 
 pub use bounds::RatioBounds;
 pub use decide::{decide, per_test_alpha, Bounds, Data, N_OPT};
-pub use quantile::{Buckets, Direction, QuantileTest, Resolution};
+pub use quantile::{count_at, Buckets, Direction, QuantileTest, Resolution};

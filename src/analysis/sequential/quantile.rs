@@ -81,7 +81,7 @@ impl Buckets {
 /// Observations at or below `x` on an arm whose bucket bounds are `bounds` (its own, or scaled
 /// by the ratio): a range in the exact reading, the linear interpolation of `histogram_quantile`
 /// otherwise. Beyond the last finite bound nothing is known but the range up to the total.
-fn count_at(b: &Buckets, bounds: &[f64], x: f64, exact: bool) -> (f64, f64) {
+pub fn count_at(b: &Buckets, bounds: &[f64], x: f64, exact: bool) -> (f64, f64) {
     let j = bounds.partition_point(|bound| *bound < x);
     if exact || j >= bounds.len() {
         return b.cell_range(j);
