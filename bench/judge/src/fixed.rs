@@ -33,10 +33,9 @@ fn count_at(b: &Buckets, bounds: &[f64], x: f64, high: bool) -> f64 {
 /// the baseline's at or below x / ratio being high, each standardised; the smallest of those
 /// over x. At x = the candidate's true quantile each arm's z is at most standard normal under
 /// the null, so [`rejects`] (at `critical(α/2)`, a Bonferroni over the two arms) has level α for
-/// large samples — looked at once. Counts are piecewise linear in x between the bounds of both
-/// arms, so the smallest value is at one of them. (A sum of the two z's would let a strongly
-/// negative arm far from the quantile cancel the other: the e-values the sequential test
-/// multiplies cannot go below a small constant, z's can.)
+/// large samples — looked at once. (A sum of the two z's would let a strongly negative arm far
+/// from the quantile cancel the other: the e-values the sequential test multiplies cannot go
+/// below a small constant, z's can.)
 pub fn statistic(p: f64, baseline: &Buckets, candidate: &Buckets, ratio: f64) -> f64 {
     let (nb, nc) = (baseline.total, candidate.total);
     if nb <= 0.0 || nc <= 0.0 || ratio <= 0.0 {
@@ -44,19 +43,40 @@ pub fn statistic(p: f64, baseline: &Buckets, candidate: &Buckets, ratio: f64) ->
     }
     let (sb, sc) = ((p * (1.0 - p) * nb).sqrt(), (p * (1.0 - p) * nc).sqrt());
     let scaled: Vec<f64> = baseline.bounds.iter().map(|x| x * ratio).collect();
+    // Both arms' z at x: the candidate's falls as x grows, the baseline's rises.
     let z = |x: f64| {
         let kc = count_at(candidate, &candidate.bounds, x, true);
         let kb = count_at(baseline, &scaled, x, false);
-        ((p * nc - kc) / sc).max((kb - p * nb) / sb)
+        ((p * nc - kc) / sc, (kb - p * nb) / sb)
     };
-    candidate
+    let mut cuts: Vec<f64> = candidate
         .bounds
         .iter()
         .chain(scaled.iter())
         .copied()
-        .chain([0.0, f64::INFINITY])
-        .map(z)
-        .fold(f64::INFINITY, f64::min)
+        .chain([0.0])
+        .collect();
+    cuts.sort_by(f64::total_cmp);
+    cuts.dedup();
+    // Beyond every bound both counts are constant.
+    let (c, b) = z(f64::INFINITY);
+    let mut least = c.max(b);
+    // Between two cuts both counts are linear in x, so each z is; the larger of two lines is
+    // smallest at an end or where they cross.
+    for pair in cuts.windows(2) {
+        let ((c0, b0), (c1, b1)) = (z(pair[0]), z(pair[1]));
+        least = least.min(c0.max(b0)).min(c1.max(b1));
+        let (d0, d1) = (c0 - b0, c1 - b1);
+        if d0 * d1 < 0.0 {
+            let t = d0 / (d0 - d1);
+            least = least.min(c0 + t * (c1 - c0));
+        }
+    }
+    if let Some(last) = cuts.last() {
+        let (c, b) = z(*last);
+        least = least.min(c.max(b));
+    }
+    least
 }
 
 /// The fixed test at level `alpha`: the candidate's p-quantile is shown above `ratio` × the

@@ -92,3 +92,39 @@ fn the_statistic_points_the_right_way() {
     assert!(statistic(0.9, &b, &c, 1.1) > 10.0);
     assert!(statistic(0.9, &c, &b, 1.1) < 0.0);
 }
+
+/// The smallest over x found exactly, against a fine grid of x read the same way: where the two
+/// arms' lines cross inside a bucket, not only at the bounds.
+#[test]
+fn the_statistic_is_the_smallest_over_every_x() {
+    use concurrency_operator::analysis::sequential::count_at;
+    let mut rng = Rng(19);
+    let (p, ratio) = (0.9, 1.1);
+    let p90 = shape().quantile(0.9).unwrap();
+    for n in [200, 1000, 5000] {
+        let b = shape().sample(n, &mut rng);
+        let c = shape()
+            .slowed_to(0.9, 1.3 * p90)
+            .unwrap()
+            .sample(n, &mut rng);
+        let scaled: Vec<f64> = b.bounds.iter().map(|x| x * ratio).collect();
+        let s = (p * (1.0 - p) * n as f64).sqrt();
+        let grid = (0..=200_000)
+            .map(|i| 3.0 * f64::from(i) / 200_000.0)
+            .map(|x| {
+                let kc = count_at(&c, &c.bounds, x, false).1;
+                let kb = count_at(&b, &scaled, x, false).0;
+                ((p * n as f64 - kc) / s).max((kb - p * n as f64) / s)
+            })
+            .fold(f64::INFINITY, f64::min);
+        let exact = statistic(p, &b, &c, ratio);
+        assert!(
+            exact <= grid + 1e-9,
+            "n {n}: {exact} above the grid's {grid}"
+        );
+        assert!(
+            exact >= grid - 0.01,
+            "n {n}: {exact} far below the grid's {grid}"
+        );
+    }
+}
