@@ -34,12 +34,12 @@ pub use prom::split_within;
 // The operator's own types: the only paths into its crate (besides the Prometheus client in
 // prom.rs), so a module rename there is a change here of these lines.
 pub use concurrency_operator::api::{
-    CheckResult, ConcurrencyExperiment, ConcurrencyExperimentStatus, MetricNames, Phase,
-    SelectionStatus, Verdict,
+    CapacitySource, CheckResult, ConcurrencyExperiment, ConcurrencyExperimentStatus, MetricNames,
+    Phase, SelectionStatus, Verdict,
 };
 pub use kubectl::{kc, kc_apart, kc_shown, kc_spawn, report_matches_status, Dashboard};
 pub use operator::{operator_name, operator_ns};
-pub use rails::{postgres_image, rails_app_image, RailsTarget};
+pub use rails::{postgres_image, rails_app_image, readme_first_experiment, RailsTarget};
 pub use receiver::Received;
 pub use target::{app_image, reference_app_image, Target};
 

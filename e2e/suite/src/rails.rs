@@ -6,7 +6,7 @@ use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::Service;
 use serde_json::json;
 
-use crate::{env_or, Result, Scenario};
+use crate::{env_or, prometheus_in_cluster, Result, Scenario};
 
 /// The Rails app's image (e2e/images with E2E_RAILS_APP=1).
 pub fn rails_app_image() -> String {
@@ -158,5 +158,67 @@ impl Scenario {
         }))
         .await?;
         self.rollout("storefront", 240).await
+    }
+}
+
+/// README's first experiment, as a user copies it: the YAML block under "## Your first
+/// experiment", with only `analysis.prometheus.url` set to the cluster's Prometheus. Read from
+/// README.md at run time, so the scenario that applies it cannot drift from what users read.
+pub fn readme_first_experiment() -> Result<serde_json::Value> {
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../README.md");
+    let readme = std::fs::read_to_string(path)?;
+    let section = readme
+        .split_once("\n## Your first experiment\n")
+        .map(|(_, rest)| rest)
+        .ok_or_else(|| anyhow::anyhow!("README.md has no section \"Your first experiment\""))?;
+    let block = section
+        .split_once("```yaml\n")
+        .and_then(|(_, rest)| rest.split_once("```"))
+        .map(|(yaml, _)| yaml)
+        .ok_or_else(|| anyhow::anyhow!("README's first experiment has no ```yaml block"))?;
+    let mut doc: serde_json::Value = serde_yaml::from_str(block)?;
+    let url = doc
+        .pointer_mut("/spec/analysis/prometheus/url")
+        .ok_or_else(|| anyhow::anyhow!("README's manifest names no Prometheus URL"))?;
+    *url = json!(prometheus_in_cluster());
+    Ok(doc)
+}
+
+impl Scenario {
+    /// The Rails app twice, side by side, each on its own PostgreSQL: here with the
+    /// concurrency-metrics gem, and in a second namespace (`<ns>-std`, returned) without it —
+    /// an app with yabeda's series only, as most Rails teams have: no GVL, I/O-wait or pool
+    /// counters. [`Scenario::discard`] removes the second one.
+    pub async fn rails_with_and_without_gem(&self, t: &RailsTarget) -> Result<Scenario> {
+        let std = Scenario::in_namespace(&self.name, &format!("{}-std", self.ns)).await?;
+        let with = RailsTarget {
+            gem: true,
+            ..t.clone()
+        };
+        let without = RailsTarget {
+            gem: false,
+            ..t.clone()
+        };
+        let deployed = tokio::try_join!(
+            async {
+                self.deploy_postgres().await?;
+                self.deploy_rails_target(&with).await
+            },
+            async {
+                std.deploy_postgres().await?;
+                std.deploy_rails_target(&without).await
+            },
+        );
+        if let Err(e) = deployed {
+            std.discard().await;
+            return Err(e);
+        }
+        Ok(std)
+    }
+
+    /// A second namespace of a scenario done with: its load stopped, the namespace deleted.
+    pub async fn discard(&self) {
+        self.stop_load().await;
+        self.remove_namespace().await;
     }
 }

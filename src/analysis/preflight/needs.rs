@@ -32,8 +32,8 @@ const CADVISOR: &str = "the kubelet's cAdvisor (Prometheus scraping /metrics/cad
                         namespace, pod and container labels)";
 const POOL_WRITER: &str = "the concurrency-metrics gem with ActiveRecord (docs/your-app.md), \
                            this repository's reference images and gvl-sim";
-const GVL_WRITER: &str = "this repository's reference images and gvl-sim (their GVL \
-                          instrumentation); no published gem writes it";
+const GVL_WRITER: &str = "the concurrency-metrics gem (this repository's, docs/your-app.md), \
+                          its reference images and gvl-sim; no published gem writes it";
 
 /// Who writes the request counter and the request-duration histogram under a preset's names.
 fn request_writer(preset: Option<MetricPreset>) -> &'static str {
@@ -152,8 +152,9 @@ pub(super) fn builtin_needs(
                     Appears::WithRequests,
                     GVL_WRITER,
                 )],
-                instead: "drop the gvlWait check, or judge waiting with queueTime (needs the \
-                          load balancer's X-Request-Start) or backlog (Puma's stats) instead"
+                instead: "add the concurrency-metrics gem to the app, or drop the gvlWait \
+                          check and judge waiting with queueTime (needs the load balancer's \
+                          X-Request-Start) or backlog (Puma's stats) instead"
                     .into(),
             },
             duration(),

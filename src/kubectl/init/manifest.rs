@@ -43,7 +43,7 @@ pub fn starters(candidate: &ServerConfig) -> Vec<Starter> {
     let mut s = vec![
         Starter {
             yaml: r#"{metric: latency, quantile: 0.99, maxIncrease: "10%"}"#,
-            why: "p99 request duration at most 10% above the baseline's in the same interval",
+            why: "p99 request duration at most 10% above the baseline's, over the stage's requests so far",
             unprobed: None,
         },
         Starter {
@@ -62,8 +62,8 @@ pub fn starters(candidate: &ServerConfig) -> Vec<Starter> {
             yaml: r#"{metric: gvlWait, max: "15%"}"#,
             why: "share of request time spent waiting for the GVL: too many threads per process",
             unprobed: Some(
-                "needs the GVL counters of this repository's reference images or gvl-sim \
-                 (no published gem writes them); pass --prometheus to check",
+                "needs the GVL counters of this repository's concurrency-metrics gem (no \
+                 published gem writes them); pass --prometheus to check",
             ),
         });
         s.push(Starter {
@@ -261,8 +261,9 @@ pub fn manifest(s: &Starting) -> String {
         ),
     };
     out.push_str(&format!(
-        "  analysis:\n    prometheus:\n      url: {url}\n    interval: {INTERVAL}\n    failureLimit: 1\n    \
-         inconclusiveLimit: 3\n    minRequests: {MIN_REQUESTS}\n"
+        "  analysis:\n    prometheus:\n      url: {url}\n    interval: {INTERVAL}\n    \
+         judge: sequential   # latency, queueTime, errorRate: anytime-valid tests on all of the stage's requests (docs/judge.md)\n    \
+         failureLimit: 1\n    inconclusiveLimit: 3\n    minRequests: {MIN_REQUESTS}\n"
     ));
     if let Some(why) = &s.gate_off {
         out.push_str(&format!(
@@ -314,7 +315,7 @@ pub fn starter_analysis(
         .collect::<Result<Vec<Check>, _>>()?;
     serde_json::from_value(serde_json::json!({
         "prometheus": {"url": url}, "metrics": metrics, "interval": INTERVAL,
-        "minRequests": MIN_REQUESTS, "checks": checks,
+        "judge": "sequential", "minRequests": MIN_REQUESTS, "checks": checks,
     }))
     .map_err(|e| PluginError::Usage(e.to_string()))
 }

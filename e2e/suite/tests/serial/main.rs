@@ -11,5 +11,6 @@ mod operator;
 mod prometheus;
 mod promote;
 mod rails;
+mod rails_apps;
 mod rollback;
 mod ruby;
