@@ -246,13 +246,21 @@ fn apply_split(cx: &mut Ctx, index: usize) -> bool {
 /// passed, and the latest one passed. Missing data (Inconclusive) never satisfies this.
 /// `judge: sequential` ends it early once the latest analysis passed with every sequential
 /// check shown no worse, after a third of its duration (the per-interval checks' time).
+/// A last stage with a standby needs a second pass: the first ran beside the standby (75 % of
+/// traffic on 3 replicas), and promoting on it would skip 100 % altogether — which a stage
+/// ending early, or a first pass after the stage's duration, did.
 fn stage_earned(cx: &Ctx, t: &Timing, index: usize) -> bool {
     let st = &cx.status;
     let Some(started) = &st.stage_started_at else {
         return false;
     };
+    let needed = if readiness::keeps_standby(cx, index) {
+        2
+    } else {
+        1
+    };
     let passed =
-        st.stage_passed_analyses >= 1 && st.last_verdict == Some(crate::api::Verdict::Pass);
+        st.stage_passed_analyses >= needed && st.last_verdict == Some(crate::api::Verdict::Pass);
     let ended = timing::add(started.0, t.stage(index)).is_some_and(|end| cx.now() >= end);
     passed && (ended || early_end(cx, t, index, started.0))
 }

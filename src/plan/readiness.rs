@@ -35,6 +35,21 @@ fn standby_kept(cx: &Ctx, index: usize) -> bool {
     cx.stage_weight(index) == 100 && cx.status.stage_passed_analyses == 0
 }
 
+/// Stage `index` keeps a standby until an analysis there passed (a last stage of 100 % on the
+/// `replicas` router without an HPA). That analysis ran beside the standby, so the stage ends
+/// only on a later one, which the candidate carried alone (`progress::stage_earned`).
+pub fn keeps_standby(cx: &Ctx, index: usize) -> bool {
+    let plan = cx.split(cx.stage_weight(index));
+    cx.stage_weight(index) == 100
+        && cx
+            .spec
+            .traffic
+            .router
+            .with_standby(plan, cx.sizing())
+            .baseline
+            > plan.baseline
+}
+
 /// The split of stage `index` keeps a standby now (one more baseline pod than the plan).
 pub fn has_standby(cx: &Ctx, index: usize) -> bool {
     split(cx, index).baseline > cx.split(cx.stage_weight(index)).baseline

@@ -86,3 +86,44 @@ fn per_interval_checks_keep_their_failure_limit() {
     run.advance(60, 1, Verdict::Fail);
     assert_eq!(run.status.phase, Phase::Progressing, "1 failure tolerated");
 }
+
+#[test]
+fn the_last_stage_ends_on_an_analysis_the_candidate_carried_without_the_standby() {
+    let mut run = in_stage_one();
+    let mut released = false;
+    // Every analysis shows no worse: each stage ends after a third of it. The one that
+    // releases the last stage's standby ran beside it (its pass is the first there), so it
+    // cannot end the stage: the candidate has not carried 100 % through an analysis yet.
+    // At the last stage the first analyses wait for requests until past a third of it (as
+    // the e2e Rails app's did at 75 %), so its first pass is also its early end's moment.
+    let mut waits = 4;
+    for _ in 0..40 {
+        if run.status.phase != Phase::Progressing {
+            break;
+        }
+        let before = run.events().len();
+        let last_stage = run.status.stage_index == Some(2);
+        let shown = if last_stage && waits > 0 {
+            waits -= 1;
+            Shown::Waiting
+        } else {
+            Shown::NoWorse
+        };
+        analysis(&mut run, 60, shown);
+        let releasing = run.events()[before..]
+            .iter()
+            .any(|e| e == "StandbyReleased");
+        // The reconcile the standby's scale-down wakes, with no new analysis.
+        run.now += 5;
+        run.tick(None);
+        if releasing {
+            let now = run.events()[before..].to_vec();
+            assert_eq!(run.status.phase, Phase::Progressing, "{now:?}");
+            released = true;
+        }
+    }
+    assert!(released);
+    assert_eq!(run.status.phase, Phase::Promoting);
+    assert_eq!(run.status.stage_passed_analyses, 2);
+    assert_eq!(waits, 0);
+}
