@@ -197,7 +197,7 @@ fn last_stage(
 }
 
 /// `(le, count)` pairs as buckets; none when there is no `+Inf` bucket (not a histogram).
-fn parse_buckets(pairs: &[(String, f64)]) -> Option<Buckets> {
+pub(super) fn parse_buckets(pairs: &[(String, f64)]) -> Option<Buckets> {
     let parsed: Vec<(f64, f64)> = pairs
         .iter()
         .filter_map(|(le, v)| {

@@ -21,7 +21,7 @@ use super::check::{describe, judge_measured, measure_check, Measured};
 use super::context::{fit_window, AnalysisContext};
 use super::judge::{aggregate, Limits};
 use super::queries::{is_headroom, requests_template};
-use super::queue_header::note_missing_header;
+use super::queue_header::{judges_queue_time, note_coarse_clock, note_missing_header, read_clock};
 use super::recommend::recommend_from_spec;
 use super::reference::reference_baseline;
 use super::source::MetricSource;
@@ -177,8 +177,16 @@ pub async fn analyse(
     let reads = stream::iter(reads)
         .buffered(CHECKS_IN_FLIGHT)
         .collect::<Vec<_>>();
-    let (checks, (base_req, cand_req), io_share, reads) =
-        futures::join!(checks, requests, io_share, reads);
+    // Both variants' queue times over the stage: the same load balancer stamps both, and a
+    // one-second clock shows in their shape (`queue_header`).
+    let clock = async {
+        match judges_queue_time(&analysis.checks) {
+            true => read_clock(source, names, &both, ctx.now).await,
+            false => None,
+        }
+    };
+    let (checks, (base_req, cand_req), io_share, reads, clock) =
+        futures::join!(checks, requests, io_share, reads, clock);
     // After the checks, not beside them: a few more queries in flight at once would crowd
     // Prometheus' `--query.max-concurrency`; every query is evaluated at `now` anyway.
     let capacity = capacity.await;
@@ -244,6 +252,7 @@ pub async fn analyse(
         .collect();
     let checks = note_capacity_source(&analysis.checks, checks, capacity.as_ref());
     let checks = note_missing_header(&analysis.checks, checks, counts.1, analysis.min_requests);
+    let checks = note_coarse_clock(&analysis.checks, checks, clock.as_ref());
     let (verdict, reason) = match (&base_req, &cand_req) {
         (Err(e), _) if !baseline_gone => (Verdict::Inconclusive, format!("baseline {e}")),
         (_, Err(e)) => (Verdict::Inconclusive, format!("candidate {e}")),

@@ -203,13 +203,16 @@ pub enum EventReason {
     /// At the target's measured request rate the stages cannot reach the data the checks need
     /// (`analysis::reach`); the experiment starts anyway.
     TooFewRequests,
+    /// The target's queue times come from a one-second clock (`analysis::queue_header`); the
+    /// experiment starts anyway.
+    QueueTimeCoarse,
     Invalid,
     Hold(HoldReason),
     Decision(DecisionReason),
 }
 
 impl EventReason {
-    const PLAIN: [EventReason; 28] = [
+    const PLAIN: [EventReason; 29] = [
         EventReason::Started,
         EventReason::StageAdvanced,
         EventReason::SpecChanged,
@@ -237,6 +240,7 @@ impl EventReason {
         EventReason::SeriesMissing,
         EventReason::SeriesNotChecked,
         EventReason::TooFewRequests,
+        EventReason::QueueTimeCoarse,
         EventReason::Invalid,
     ];
 
@@ -269,6 +273,7 @@ impl EventReason {
             EventReason::SeriesMissing => "SeriesMissing",
             EventReason::SeriesNotChecked => "SeriesNotChecked",
             EventReason::TooFewRequests => "TooFewRequests",
+            EventReason::QueueTimeCoarse => "QueueTimeCoarse",
             EventReason::Invalid => "Invalid",
             EventReason::Hold(h) => h.as_str(),
             EventReason::Decision(d) => d.as_str(),

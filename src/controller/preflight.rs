@@ -8,19 +8,29 @@ use kube::ResourceExt;
 use super::context::Context;
 use super::observe::fetch::Fetched;
 use crate::analysis::preflight::{self, Target};
+use crate::analysis::queue_header::CoarseClock;
 use crate::analysis::{self, Preflight};
 use crate::api::ConcurrencyExperiment;
 use crate::workload;
 
+/// What the pre-flight found: the lookup, and with a lookup that found nothing missing the
+/// target's request rate (what `reach` warns on) and whether its queue times come from a
+/// one-second clock.
+pub struct Looked {
+    pub found: Preflight,
+    pub rate: Option<f64>,
+    pub queue_clock: Option<CoarseClock>,
+}
+
 /// Looks up every check's series for the target's pods and, when none is missing, measures the
-/// target's request rate (what `reach` warns on); `None` without a target or app container to
-/// look for (the stage machine waits for the target, and reports the container).
+/// target's request rate and queue times; `None` without a target or app container to look for
+/// (the stage machine waits for the target, and reports the container).
 pub async fn run(
     ctx: &Context,
     exp: &ConcurrencyExperiment,
     fetched: &Fetched,
     now: Timestamp,
-) -> Option<(Preflight, Option<f64>)> {
+) -> Option<Looked> {
     let target = fetched.target.as_ref()?;
     let container = workload::app_container(target, exp.spec.container.as_deref()).ok()?;
     let target = Target {
@@ -35,18 +45,24 @@ pub async fn run(
     let client = match client {
         Ok(client) => client,
         Err(e) => {
-            return Some((
-                Preflight::Unavailable(format!("Prometheus {url}: {e}")),
-                None,
-            ))
+            return Some(Looked {
+                found: Preflight::Unavailable(format!("Prometheus {url}: {e}")),
+                rate: None,
+                queue_clock: None,
+            })
         }
     };
     let found = analysis::preflight(&client, &exp.spec.analysis, &target, now).await;
-    let rate = match found {
-        Preflight::Passed | Preflight::Unchecked(_) => {
-            preflight::target_rate(&client, &exp.spec.analysis, &target, now).await
-        }
-        Preflight::Missing(_) | Preflight::Unavailable(_) => None,
+    let (rate, queue_clock) = match found {
+        Preflight::Passed | Preflight::Unchecked(_) => futures::join!(
+            preflight::target_rate(&client, &exp.spec.analysis, &target, now),
+            preflight::queue_clock(&client, &exp.spec.analysis, &target, now)
+        ),
+        Preflight::Missing(_) | Preflight::Unavailable(_) => (None, None),
     };
-    Some((found, rate))
+    Some(Looked {
+        found,
+        rate,
+        queue_clock,
+    })
 }

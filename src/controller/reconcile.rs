@@ -145,9 +145,10 @@ async fn measure(
         && !observations.abort_requested
         && plan::preflight_due(current)
     {
-        if let Some((found, rate)) = super::preflight::run(ctx, exp, fetched, now).await {
-            observations.preflight = Some(found);
-            observations.target_rate = rate;
+        if let Some(looked) = super::preflight::run(ctx, exp, fetched, now).await {
+            observations.preflight = Some(looked.found);
+            observations.target_rate = looked.rate;
+            observations.queue_clock = looked.queue_clock;
         }
     }
     Ok(())

@@ -120,8 +120,8 @@ pub use machine::{carries_the_whole_load, step, AUTOSCALE_PERIOD};
 pub use observations::*;
 pub use pause::PAUSED_BY_USER;
 pub use preflight::{
-    preflight_due, AWAITING_SERIES, PREFLIGHT_RETRY, SERIES_MISSING, SERIES_NOT_CHECKED,
-    TOO_FEW_REQUESTS,
+    preflight_due, AWAITING_SERIES, PREFLIGHT_RETRY, QUEUE_TIME_COARSE, SERIES_MISSING,
+    SERIES_NOT_CHECKED, TOO_FEW_REQUESTS,
 };
 pub use progress::{AWAITING_APPROVAL, AWAITING_EXTERNAL_PROMOTION, PROGRESS_DEADLINE_EXCEEDED};
 pub use select::CANDIDATE_CHOSEN;

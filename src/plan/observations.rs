@@ -5,6 +5,7 @@ use std::time::Duration;
 
 use jiff::Timestamp;
 
+use crate::analysis::queue_header::CoarseClock;
 pub use crate::analysis::{AnalysisOutcome, CandidateAnalysis, Preflight, SelectionAnalysis};
 use crate::api::{BaselinesMeasured, ConcurrencyExperimentStatus, PromotionPatch, RenderedServer};
 pub use crate::workload::DeploymentState;
@@ -82,6 +83,9 @@ pub struct Observations {
     /// The target's request rate (requests/s over all its pods), measured with a pre-flight
     /// lookup that found nothing missing; `None` without one or without an answer.
     pub target_rate: Option<f64>,
+    /// The target's queue times look like a one-second clock (measured with a pre-flight
+    /// lookup that found nothing missing, for a spec that judges `queueTime`).
+    pub queue_clock: Option<CoarseClock>,
 }
 
 impl Observations {

@@ -28,6 +28,8 @@ pub const PREFLIGHT_RETRY: Duration = Duration::from_secs(30);
 pub const SERIES_MISSING: &str = EventReason::SeriesMissing.as_str();
 /// Condition reason while the lookup waits for Prometheus.
 pub const AWAITING_SERIES: &str = "AwaitingSeries";
+/// Warning Event when the target's queue times come from a one-second clock.
+pub const QUEUE_TIME_COARSE: &str = EventReason::QueueTimeCoarse.as_str();
 /// Normal Event when the experiment starts with series the lookup could not judge.
 pub const SERIES_NOT_CHECKED: &str = EventReason::SeriesNotChecked.as_str();
 /// Warning Event when the stages cannot reach the checks' data at the measured request rate.
@@ -69,8 +71,12 @@ pub(super) fn cleared(cx: &mut Ctx, t: &Timing) -> bool {
     };
     match found {
         Preflight::Passed => {
-            let short = too_few_requests(cx);
-            cx.status.preflight = Some(record(short, true));
+            let notes: Vec<String> = [too_few_requests(cx), coarse_queue_clock(cx)]
+                .into_iter()
+                .flatten()
+                .collect();
+            let notes = (!notes.is_empty()).then(|| notes.join(" "));
+            cx.status.preflight = Some(record(notes, true));
             true
         }
         Preflight::Unchecked(why) => {
@@ -84,7 +90,8 @@ pub(super) fn cleared(cx: &mut Ctx, t: &Timing) -> bool {
                 msg.clone(),
             );
             let short = too_few_requests(cx);
-            let noted = [Some(msg), short].into_iter().flatten();
+            let coarse = coarse_queue_clock(cx);
+            let noted = [Some(msg), short, coarse].into_iter().flatten();
             cx.status.preflight = Some(record(Some(noted.collect::<Vec<_>>().join(" ")), true));
             true
         }
@@ -149,5 +156,24 @@ fn too_few_requests(cx: &mut Ctx) -> Option<String> {
         notes.join(" ")
     );
     cx.event(EventType::Warning, EventReason::TooFewRequests, msg.clone());
+    Some(msg)
+}
+
+/// The target's queue times read as a one-second clock (`analysis::queue_header`): a Warning
+/// Event `QueueTimeCoarse` before traffic moves, and the same text for `status.preflight`. The
+/// experiment starts anyway — a regression of a second still shows, and the other checks
+/// judge — and every analysis's `queueTime` reason says it again.
+fn coarse_queue_clock(cx: &mut Ctx) -> Option<String> {
+    let clock = cx.obs.queue_clock.clone()?;
+    let msg = format!(
+        "Measured before the start, over the last {}: {}. The experiment starts anyway.",
+        format_duration(RATE_WINDOW),
+        clock.describe()
+    );
+    cx.event(
+        EventType::Warning,
+        EventReason::QueueTimeCoarse,
+        msg.clone(),
+    );
     Some(msg)
 }

@@ -42,6 +42,23 @@ impl Scenario {
             .await
     }
 
+    /// Load on the target's Service stamped as AWS ALB stamps it: no `X-Request-Start`, only
+    /// `X-Amzn-Trace-Id`, whose root id has the arrival second (a one-second clock).
+    pub async fn start_alb_load(&self, secs: u32, rate: u32) -> Result {
+        let ip = self.service_ip().await?;
+        let age = env_or("E2E_CONNECTION_AGE", "5s");
+        self.start_load_with(
+            secs,
+            rate,
+            &format!("http://{ip}"),
+            "/",
+            &age,
+            "5s",
+            &["--alb-trace-id"],
+        )
+        .await
+    }
+
     /// Load on the target's Service whose client waits `timeout` (e.g. `15s`) for each answer,
     /// not 5 s: for a scenario that runs a candidate near its capacity on purpose, where a
     /// stall of the node makes an answer slow, not lost. A request sent to a pod that is gone
@@ -81,10 +98,50 @@ impl Scenario {
         age: &str,
         timeout: &str,
     ) -> Result {
+        self.start_load_with(secs, rate, base, path, age, timeout, &[])
+            .await
+    }
+
+    /// As `start_load_aged`, with more of gvl-sim's `load` flags.
+    #[allow(clippy::too_many_arguments)]
+    async fn start_load_with(
+        &self,
+        secs: u32,
+        rate: u32,
+        base: &str,
+        path: &str,
+        age: &str,
+        timeout: &str,
+        flags: &[&str],
+    ) -> Result {
         let host = base.split("://").nth(1).unwrap_or(base);
         let ip = host.split([':', '/']).next().unwrap_or(host);
         anyhow::ensure!(secs <= 600, "load for {secs} s: at most 600");
         self.stop_load_and_wait().await?;
+        let mut args: Vec<String> = [
+            "load",
+            "--url",
+            &format!("{base}{path}"),
+            "--rate",
+            &rate.to_string(),
+            "--duration",
+            &format!("{secs}s"),
+            "--connections",
+            "64",
+            "--timeout",
+            timeout,
+            "--allow-cidr",
+            &format!("{ip}/32"),
+            "--json",
+            "--max-connection-age",
+            age,
+            "--control-port",
+            &CONTROL_PORT.to_string(),
+        ]
+        .iter()
+        .map(|a| a.to_string())
+        .collect();
+        args.extend(flags.iter().map(|f| f.to_string()));
         let pod: Pod = serde_json::from_value(json!({
             "metadata": {"name": "load"},
             "spec": {
@@ -94,11 +151,7 @@ impl Scenario {
                     "name": "load",
                     "image": app_image(),
                     "imagePullPolicy": "Never",
-                    "args": ["load", "--url", format!("{base}{path}"), "--rate", rate.to_string(),
-                             "--duration", format!("{secs}s"), "--connections", "64",
-                             "--timeout", timeout, "--allow-cidr", format!("{ip}/32"), "--json",
-                             "--max-connection-age", age,
-                             "--control-port", CONTROL_PORT.to_string()],
+                    "args": args,
                     "resources": {"requests": {"cpu": "10m", "memory": "16Mi"}, "limits": {"memory": "128Mi"}},
                 }],
             },

@@ -103,6 +103,13 @@ pub fn from_headers(headers: &http::HeaderMap) -> Option<f64> {
     stamp_from_headers(headers).map(|s| s.secs)
 }
 
+/// What AWS ALB sends instead (no `X-Request-Start`): `X-Amzn-Trace-Id` whose root id carries
+/// the arrival second, `Root=1-<8 hex digits>-<24 hex digits>`; `seq` fills the unique part.
+pub fn alb_trace_id(now: SystemTime, seq: u64) -> String {
+    let secs = now.duration_since(UNIX_EPOCH).unwrap_or_default().as_secs();
+    format!("Root=1-{:08x}-{:024x}", secs as u32, seq)
+}
+
 /// The header value a load balancer would send now: `t=<unix milliseconds>`.
 pub fn header_value(now: SystemTime) -> String {
     let ms = now
@@ -186,6 +193,16 @@ mod tests {
             assert!((s.secs - secs).abs() < 1e-6, "{v:?}: {}", s.secs);
             assert_eq!(s.coarse, coarse, "{v:?}");
         }
+    }
+
+    #[test]
+    fn the_alb_trace_id_sent_reads_back_as_its_second() {
+        let now = UNIX_EPOCH + Duration::from_millis(1_700_000_000_987);
+        let v = alb_trace_id(now, 7);
+        assert_eq!(v, "Root=1-6553f100-000000000000000000000007");
+        let s = parse_amzn_trace_id(&v).unwrap();
+        assert_eq!(s.secs, 1_700_000_000.0);
+        assert!(s.coarse);
     }
 
     #[test]

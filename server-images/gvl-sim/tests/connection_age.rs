@@ -69,6 +69,7 @@ async fn load(max_age: Option<Duration>) -> (gvl_sim::load::report::Summary, Arc
         allow_cidr: vec![],
         json: false,
         no_request_start: false,
+        alb_trace_id: false,
         control_port: None,
     };
     let started = Instant::now();

@@ -71,6 +71,7 @@ async fn load(addr: SocketAddr, rate: f64, secs: f64, request_start: bool) -> u6
         allow_cidr: vec![],
         json: false,
         no_request_start: !request_start,
+        alb_trace_id: false,
         control_port: None,
     };
     let s = run(&args).await.unwrap();
@@ -104,4 +105,32 @@ async fn below_capacity_requests_do_not_queue() {
     let more = load(addr, 5.0, 1.0, false).await;
     assert!(more > 0);
     assert_eq!(queue_time(addr), (count, sum));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn alb_trace_ids_give_queue_times_of_the_arrivals_fraction_of_a_second() {
+    // Below capacity, so the real queue time is ~0: what is recorded is how far into its
+    // second each request arrived, spread over 0–1 s (mean ~0.5 s).
+    let addr = one_thread_server();
+    let args = LoadArgs {
+        url: format!("http://{addr}/"),
+        rate: Some(10.0),
+        closed: false,
+        duration: Duration::from_secs(4),
+        connections: 64,
+        timeout: Duration::from_secs(10),
+        max_connection_age: None,
+        allow_cidr: vec![],
+        json: false,
+        no_request_start: false,
+        alb_trace_id: true,
+        control_port: None,
+    };
+    let s = run(&args).await.unwrap();
+    assert_eq!((s.errors, s.timeouts, s.unsent), (0, 0, 0), "{s:?}");
+    let (count, sum) = queue_time(addr);
+    let mean = sum / count;
+    eprintln!("ALB trace ids: {count} requests, mean queue time {mean:.3} s");
+    assert_eq!(count, s.answered as f64);
+    assert!((0.25..0.75).contains(&mean), "mean queue time {mean} s");
 }

@@ -195,6 +195,7 @@ async fn load_generator_against_a_real_server() {
         allow_cidr: vec![],
         json: false,
         no_request_start: false,
+        alb_trace_id: false,
         control_port: None,
     };
     let s = gvl_sim::load::run(&args).await.unwrap();

@@ -36,6 +36,7 @@ use promql_parser::parser;
 use crate::api::{format_duration, Analysis, BuiltinMetric, MetricNames, MetricPreset};
 
 use super::queries::is_headroom;
+use super::queue_header::{judges_queue_time, read_clock, CoarseClock};
 use super::source::{MetricSource, PrometheusError};
 
 use super::template::{pods_regex, render, TemplateVars};
@@ -266,6 +267,28 @@ pub async fn target_rate(
     let query = render("request rate", &template, &vars).ok()?;
     let rate = source.query_value(&query, at).await.ok().flatten()?;
     rate.is_finite().then_some(rate)
+}
+
+/// The target's queue times over the last `RATE_WINDOW`, when they look like a one-second clock
+/// (`queue_header::one_second_clock`) and the spec judges `queueTime`: said before traffic
+/// moves, since such a check cannot see the differences it is there for.
+pub async fn queue_clock(
+    source: &impl MetricSource,
+    analysis: &Analysis,
+    target: &Target,
+    at: Timestamp,
+) -> Option<CoarseClock> {
+    if !judges_queue_time(&analysis.checks) {
+        return None;
+    }
+    let vars = TemplateVars {
+        namespace: target.namespace.clone(),
+        pods: pods_regex(&target.deployment),
+        interval: RATE_WINDOW,
+        window: RATE_WINDOW,
+        container: target.container.clone(),
+    };
+    read_clock(source, &analysis.metrics.resolve(), &vars, at).await
 }
 
 /// The whole pre-flight against `source`: plan, look up, judge.

@@ -8,6 +8,7 @@ mod judge;
 mod preflight;
 mod presets;
 mod queries;
+mod queue_header;
 mod reach;
 mod recommend;
 mod restarts;

@@ -290,6 +290,7 @@ pub fn observations(
         baselines: None,
         preflight: None,
         target_rate: None,
+        queue_clock: None,
         selection: variants::observe(
             exp,
             &fetched.variants,

@@ -15,7 +15,7 @@ use jiff::Timestamp;
 use crate::api::ConcurrencyExperiment;
 use crate::kubectl::Session;
 
-pub use super::prometheus::canned_prometheus;
+pub use super::prometheus::{canned_prometheus, canned_prometheus_with};
 use crate::test_api::{api_status, content_type, status_response};
 
 pub const NS: &str = "shop";

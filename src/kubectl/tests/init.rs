@@ -355,6 +355,71 @@ async fn init_says_what_is_missing_and_turns_off_a_gate_it_cannot_feed() {
     );
 }
 
+#[tokio::test]
+async fn init_leaves_out_a_queue_time_stamped_in_whole_seconds() {
+    // The queue-time series exist, but 10 % of 2,000 requests waited ≤ 100 ms, 50 % ≤ 500 ms
+    // and all ≤ 1 s: an ALB-style arrival second.
+    let buckets: Vec<(String, f64)> = [0.001, 0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5]
+        .iter()
+        .map(|le| (le.to_string(), 2000.0 * f64::min(*le, 1.0)))
+        .chain([("+Inf".to_string(), 2000.0)])
+        .collect();
+    let (url, queries) = canned_prometheus_with(
+        vec![
+            ("(up{", Some(1.0)),
+            ("rails_requests_total", Some(3.0)),
+            ("rails_request_duration_seconds", Some(3.0)),
+            ("rails_request_queue_time_seconds", Some(1.0)),
+            ("container_memory_working_set_bytes", Some(1.0)),
+            ("container_cpu_usage_seconds_total", Some(1.0)),
+        ],
+        vec![("increase(rails_request_queue_time_seconds_bucket", buckets)],
+    )
+    .await;
+    let client =
+        crate::prometheus::PrometheusClient::new(&url, std::time::Duration::from_secs(5)).unwrap();
+    let candidate =
+        init::candidate(&init_args(InitServer::Puma, Some(4), None), &puma_2x6()).unwrap();
+    let starters = init::starters(&candidate);
+    let target = crate::analysis::preflight::Target {
+        namespace: "shop".into(),
+        deployment: "storefront".into(),
+        container: "web".into(),
+        windows: Default::default(),
+    };
+    let analysis = init::starter_analysis(&url, None, &starters).unwrap();
+    let p = init::probe(
+        &client,
+        &analysis,
+        &starters,
+        &target,
+        jiff::Timestamp::now(),
+    )
+    .await
+    .unwrap();
+    let queue = starters
+        .iter()
+        .position(|s| s.yaml.contains("queueTime"))
+        .unwrap();
+    assert!(
+        matches!(&p.data[queue], Finding::Missing(m) if m.contains("one-second clock")),
+        "{:?}",
+        p.data[queue]
+    );
+    let notes = p.notes.join("\n");
+    assert!(
+        notes.contains("not written: check queueTime: queue time looks like a one-second clock (10 % ≤ 100 ms, 50 % ≤ 500 ms, 100 % ≤ 1 s of 2000 requests)"),
+        "{notes}"
+    );
+    let asked = queries.lock().unwrap().clone();
+    assert!(
+        asked.iter().any(|q| q
+            .starts_with("sum by (le) (increase(rails_request_queue_time_seconds_bucket{")
+            && q.contains("[5m]")),
+        "{asked:#?}"
+    );
+}
+
 #[test]
 fn init_writes_the_preset_it_was_given() {
     let candidate =

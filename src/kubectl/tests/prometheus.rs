@@ -13,6 +13,15 @@ use serde_json::json;
 pub async fn canned_prometheus(
     answers: Vec<(&'static str, Option<f64>)>,
 ) -> (String, Arc<Mutex<Vec<String>>>) {
+    canned_prometheus_with(answers, Vec::new()).await
+}
+
+/// As `canned_prometheus`, and an instant query containing a fragment of `vectors` answers its
+/// series by `le` (a histogram's buckets), before any single value.
+pub async fn canned_prometheus_with(
+    answers: Vec<(&'static str, Option<f64>)>,
+    vectors: Vec<(&'static str, Vec<(String, f64)>)>,
+) -> (String, Arc<Mutex<Vec<String>>>) {
     use http_body_util::Full;
     use hyper::body::Bytes;
     use hyper_util::rt::TokioIo;
@@ -22,9 +31,11 @@ pub async fn canned_prometheus(
     let queries: Arc<Mutex<Vec<String>>> = Arc::default();
     let record = queries.clone();
     let answers = Arc::new(answers);
+    let vectors = Arc::new(vectors);
     tokio::spawn(async move {
         while let Ok((stream, _)) = listener.accept().await {
             let answers = answers.clone();
+            let vectors = vectors.clone();
             let record = record.clone();
             tokio::spawn(async move {
                 let svc = hyper::service::service_fn(move |req: Request<hyper::body::Incoming>| {
@@ -44,7 +55,21 @@ pub async fn canned_prometheus(
                     // A range query: the value at every step from start to end.
                     let range = req.uri().path().ends_with("/query_range");
                     let number = |name: &str| param(name).and_then(|v| v.parse::<f64>().ok());
+                    let series = vectors
+                        .iter()
+                        .find(|(fragment, _)| query.contains(fragment))
+                        .map(|(_, s)| s);
                     let body = match (range, value) {
+                        (false, _) if series.is_some() => {
+                            let result: Vec<_> = series
+                                .into_iter()
+                                .flatten()
+                                .map(|(le, v)| {
+                                    json!({"metric": {"le": le}, "value": [1764464400, v.to_string()]})
+                                })
+                                .collect();
+                            json!({"status": "success", "data": {"resultType": "vector", "result": result}})
+                        }
                         (true, Some(v)) => {
                             let (start, end, step) = (
                                 number("start").unwrap_or(0.0),

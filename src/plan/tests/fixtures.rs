@@ -262,6 +262,7 @@ impl World {
             baselines: None,
             preflight: None,
             target_rate: None,
+            queue_clock: None,
         }
     }
 }

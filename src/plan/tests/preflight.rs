@@ -238,3 +238,40 @@ fn an_unchecked_lookup_keeps_its_note_beside_the_traffic_warning() {
         "{msg}"
     );
 }
+
+#[test]
+fn a_one_second_queue_clock_is_warned_of_before_traffic_moves_and_the_experiment_starts() {
+    let clock = crate::analysis::queue_header::CoarseClock {
+        requests: 1800.0,
+        shares: vec![(0.1, 0.11), (0.5, 0.49), (1.0, 0.98)],
+    };
+    let mut run = Run::new(spec(), 6);
+    let out = run
+        .tick_with(None, |o| {
+            o.preflight = Some(Preflight::Passed);
+            o.queue_clock = Some(clock.clone());
+        })
+        .clone();
+    assert_eq!(out.status.phase, Phase::Progressing, "warned, not refused");
+    let warning = out
+        .actions
+        .iter()
+        .find_map(|a| match a {
+            Action::Event {
+                type_: EventType::Warning,
+                reason,
+                message,
+            } if *reason == QUEUE_TIME_COARSE => Some(message.clone()),
+            _ => None,
+        })
+        .expect("a Warning Event QueueTimeCoarse");
+    assert!(
+        warning.starts_with("Measured before the start, over the last 5m: queue time looks like a one-second clock (11 % ≤ 100 ms, 49 % ≤ 500 ms, 98 % ≤ 1 s of 1800 requests)")
+            && warning.ends_with("The experiment starts anyway."),
+        "{warning}"
+    );
+    assert_eq!(out.status.preflight.clone().unwrap().message, Some(warning));
+    run.now += 60;
+    let again = run.tick(None).clone();
+    assert!(!events(&again.actions).contains(&QUEUE_TIME_COARSE.to_string()));
+}

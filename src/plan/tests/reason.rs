@@ -133,6 +133,7 @@ fn every_event_reason_is_read_back_from_its_text_and_no_two_plain_ones_collide()
         "SeriesMissing",
         "SeriesNotChecked",
         "TooFewRequests",
+        "QueueTimeCoarse",
         "Invalid",
     ];
     for text in plain {

@@ -4,6 +4,7 @@
 mod edits;
 mod fresh;
 mod gitops;
+mod header;
 mod invalid;
 mod plugin;
 mod robust;

@@ -124,6 +124,12 @@ async fn sequential_judge() {
             ev.candidate_requests,
             ev.ratio_above
         ));
+        // X-Request-Start in milliseconds: nothing like a one-second clock.
+        ensure!(
+            !c.reason.as_deref().unwrap_or_default().contains("one-second clock"),
+            "a millisecond stamp was taken for a one-second clock: {:?}",
+            c.reason
+        );
         ensure!(
             ev.ratio_above.is_some_and(|r| r > 1.1),
             "the deciding bound {:?} is not above the tolerance ×1.1",

@@ -80,13 +80,26 @@ impl Live {
     }
 }
 
+/// What a request says of its arrival.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Stamp {
+    /// Nothing: no load balancer header.
+    None,
+    /// `X-Request-Start: t=<unix ms>` (nginx, HAProxy, Envoy).
+    Millis,
+    /// Only AWS ALB's `X-Amzn-Trace-Id`, whose root id has the arrival second.
+    AlbTraceId,
+}
+
 pub struct HttpSender {
     addr: SocketAddr,
     host_header: String,
     path: String,
     max_age: Option<Duration>,
-    /// Send `X-Request-Start`, as a load balancer does.
-    request_start: bool,
+    /// The arrival stamp each request carries, as a load balancer adds it.
+    stamp: Stamp,
+    /// Requests sent on this sender (the ALB trace id's unique part).
+    sent: u64,
     conn: Option<Live>,
     opened: u64,
     /// Where the current (or last) request is: for [`Sender::state`].
@@ -104,7 +117,8 @@ impl HttpSender {
             host_header: format!("{}:{}", target.host, target.port),
             path: target.path.clone(),
             max_age,
-            request_start: true,
+            stamp: Stamp::Millis,
+            sent: 0,
             conn: None,
             opened: 0,
             stage: "idle",
@@ -112,9 +126,9 @@ impl HttpSender {
         }
     }
 
-    /// Whether each request carries `X-Request-Start: t=<unix ms>` (default: yes).
-    pub fn with_request_start(mut self, on: bool) -> Self {
-        self.request_start = on;
+    /// The arrival stamp each request carries (default: `X-Request-Start: t=<unix ms>`).
+    pub fn with_stamp(mut self, stamp: Stamp) -> Self {
+        self.stamp = stamp;
         self
     }
 
@@ -162,14 +176,24 @@ impl HttpSender {
         conn.ready().await.map_err(|e| format!("connection: {e}"))?;
         let mut req =
             Request::get(self.path.as_str()).header(http::header::HOST, self.host_header.as_str());
-        if self.request_start {
-            // Stamped once the connection is ready, just before the request is written: the
-            // moment a load balancer would forward it.
-            let now = std::time::SystemTime::now();
-            req = req.header(
-                crate::queue_time::HEADER,
-                crate::queue_time::header_value(now),
-            );
+        // Stamped once the connection is ready, just before the request is written: the
+        // moment a load balancer would forward it.
+        let now = std::time::SystemTime::now();
+        self.sent += 1;
+        match self.stamp {
+            Stamp::None => {}
+            Stamp::Millis => {
+                req = req.header(
+                    crate::queue_time::HEADER,
+                    crate::queue_time::header_value(now),
+                )
+            }
+            Stamp::AlbTraceId => {
+                req = req.header(
+                    crate::queue_time::AMZN_TRACE_ID,
+                    crate::queue_time::alb_trace_id(now, self.sent),
+                )
+            }
         }
         let req = req
             .body(Empty::<Bytes>::new())

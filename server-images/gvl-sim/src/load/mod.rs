@@ -55,6 +55,10 @@ pub struct LoadArgs {
     /// report request queue time (the wait for a free thread).
     #[arg(long)]
     pub no_request_start: bool,
+    /// Send what AWS ALB sends instead of `X-Request-Start`: only `X-Amzn-Trace-Id`, whose
+    /// root id has the arrival second (one-second resolution, the case the operator detects).
+    #[arg(long, conflicts_with = "no_request_start")]
+    pub alb_trace_id: bool,
     /// Serve `POST /stop` on this port (all addresses): it ends the run early, answers still
     /// due are waited for and the summary is printed as at the end (`stopped_early: true`).
     #[arg(long)]
@@ -188,8 +192,13 @@ pub async fn run(args: &LoadArgs) -> Result<report::Summary, LoadError> {
     let results = engine::run_until(
         &plan,
         |_| {
-            client::HttpSender::new(addr, &target, plan.max_connection_age)
-                .with_request_start(!args.no_request_start)
+            client::HttpSender::new(addr, &target, plan.max_connection_age).with_stamp(
+                match (args.no_request_start, args.alb_trace_id) {
+                    (true, _) => client::Stamp::None,
+                    (false, true) => client::Stamp::AlbTraceId,
+                    (false, false) => client::Stamp::Millis,
+                },
+            )
         },
         stop.clone(),
     )
@@ -261,6 +270,7 @@ mod tests {
     fn request_start_is_on_unless_turned_off() {
         assert!(!args(&["--rate", "10"]).no_request_start);
         assert!(args(&["--rate", "10", "--no-request-start"]).no_request_start);
+        assert!(args(&["--rate", "10", "--alb-trace-id"]).alb_trace_id);
     }
 
     #[test]
