@@ -24,7 +24,17 @@ fn readme_checks() -> serde_json::Value {
 async fn sequential_judge() {
     let _alone = alone().await;
     run("sequential_judge", async |s| {
-        s.deploy_target(&Target::default()).await?;
+        // A Ruby pod's working set (100 MiB here, hundreds in production), not gvl-sim's bare
+        // 2 MiB: on that, a fresh pod's few hundred KiB more read +22 % and failed `memory`
+        // (maxIncrease 20 %) in an A/A analysis — noise no real app's memory shows.
+        let target = Target {
+            env: vec![
+                ("WORKER_MEMORY_MB", "40".into()),
+                ("THREAD_MEMORY_MB", "2".into()),
+            ],
+            ..Target::default()
+        };
+        s.deploy_target(&target).await?;
         s.start_load(420, RATE).await?;
         // A/A: the target's Puma 2×6, only minThreads differs (what issue 30's user tried).
         // 40 s intervals: cAdvisor samples the working set every 15–30 s here (memory check).
