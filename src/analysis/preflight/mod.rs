@@ -257,16 +257,21 @@ pub async fn target_rate(
     let requests = metric("requestsTotal", &names.requests_total).ok()?;
     let template =
         format!("{total} and on() (count({requests}{{{SELECTOR}}} offset {{{{window}}}}) > 0)");
-    let vars = TemplateVars {
+    let vars = recent(target);
+    let query = render("request rate", &template, &vars).ok()?;
+    let rate = source.query_value(&query, at).await.ok().flatten()?;
+    rate.is_finite().then_some(rate)
+}
+
+/// The target's pods over the last `RATE_WINDOW` (interval and window alike).
+fn recent(target: &Target) -> TemplateVars {
+    TemplateVars {
         namespace: target.namespace.clone(),
         pods: pods_regex(&target.deployment),
         interval: RATE_WINDOW,
         window: RATE_WINDOW,
         container: target.container.clone(),
-    };
-    let query = render("request rate", &template, &vars).ok()?;
-    let rate = source.query_value(&query, at).await.ok().flatten()?;
-    rate.is_finite().then_some(rate)
+    }
 }
 
 /// The target's queue times over the last `RATE_WINDOW`, when they look like a one-second clock
@@ -281,13 +286,7 @@ pub async fn queue_clock(
     if !judges_queue_time(&analysis.checks) {
         return None;
     }
-    let vars = TemplateVars {
-        namespace: target.namespace.clone(),
-        pods: pods_regex(&target.deployment),
-        interval: RATE_WINDOW,
-        window: RATE_WINDOW,
-        container: target.container.clone(),
-    };
+    let vars = recent(target);
     read_clock(source, &analysis.metrics.resolve(), &vars, at).await
 }
 

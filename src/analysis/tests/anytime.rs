@@ -202,14 +202,7 @@ impl MetricSource for Buckets2x {
         assert!(q.contains("increase(") && q.contains("_bucket"), "{q}");
         let candidate = q.contains("candidate");
         let h = histogram(1000.0, if candidate { SLOWER } else { APP });
-        let mut out: Vec<(String, f64)> = h
-            .bounds
-            .iter()
-            .zip(&h.cumulative)
-            .map(|(le, c)| (le.to_string(), *c))
-            .collect();
-        out.push(("+Inf".into(), h.total));
-        Ok(out)
+        Ok(super::fixtures::le_pairs(&h))
     }
 }
 

@@ -148,3 +148,13 @@ impl MetricSource for FakeSource {
         (self.answer)(q.0, q.1)
     }
 }
+
+/// A histogram as Prometheus answers `sum by (le)`: each bound's cumulative count, then `+Inf`.
+pub(super) fn le_pairs(h: &crate::analysis::sequential::Buckets) -> Vec<(String, f64)> {
+    h.bounds
+        .iter()
+        .zip(&h.cumulative)
+        .map(|(le, c)| (le.to_string(), *c))
+        .chain([("+Inf".to_string(), h.total)])
+        .collect()
+}

@@ -139,14 +139,7 @@ impl MetricSource for Source {
         } else {
             histogram(&REFERENCE, 6000.0, |x| (x / 0.005).min(1.0))
         };
-        let mut out: Vec<(String, f64)> = h
-            .bounds
-            .iter()
-            .zip(&h.cumulative)
-            .map(|(le, c)| (le.to_string(), *c))
-            .collect();
-        out.push(("+Inf".into(), h.total));
-        Ok(out)
+        Ok(super::fixtures::le_pairs(&h))
     }
 }
 

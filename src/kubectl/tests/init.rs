@@ -355,6 +355,33 @@ async fn init_says_what_is_missing_and_turns_off_a_gate_it_cannot_feed() {
     );
 }
 
+/// `init`'s probe of the starters of a Puma 2×6 → 2×4 candidate on `storefront` (container
+/// web) against the Prometheus at `url`.
+async fn probe_starters(url: &str) -> (Vec<init::Starter>, init::Probed) {
+    let client =
+        crate::prometheus::PrometheusClient::new(url, std::time::Duration::from_secs(5)).unwrap();
+    let candidate =
+        init::candidate(&init_args(InitServer::Puma, Some(4), None), &puma_2x6()).unwrap();
+    let starters = init::starters(&candidate);
+    let target = crate::analysis::preflight::Target {
+        namespace: "shop".into(),
+        deployment: "storefront".into(),
+        container: "web".into(),
+        windows: Default::default(),
+    };
+    let analysis = init::starter_analysis(url, None, &starters).unwrap();
+    let p = init::probe(
+        &client,
+        &analysis,
+        &starters,
+        &target,
+        jiff::Timestamp::now(),
+    )
+    .await
+    .unwrap();
+    (starters, p)
+}
+
 #[tokio::test]
 async fn init_leaves_out_a_queue_time_stamped_in_whole_seconds() {
     // The queue-time series exist, but 10 % of 2,000 requests waited ≤ 100 ms, 50 % ≤ 500 ms
@@ -376,27 +403,7 @@ async fn init_leaves_out_a_queue_time_stamped_in_whole_seconds() {
         vec![("increase(rails_request_queue_time_seconds_bucket", buckets)],
     )
     .await;
-    let client =
-        crate::prometheus::PrometheusClient::new(&url, std::time::Duration::from_secs(5)).unwrap();
-    let candidate =
-        init::candidate(&init_args(InitServer::Puma, Some(4), None), &puma_2x6()).unwrap();
-    let starters = init::starters(&candidate);
-    let target = crate::analysis::preflight::Target {
-        namespace: "shop".into(),
-        deployment: "storefront".into(),
-        container: "web".into(),
-        windows: Default::default(),
-    };
-    let analysis = init::starter_analysis(&url, None, &starters).unwrap();
-    let p = init::probe(
-        &client,
-        &analysis,
-        &starters,
-        &target,
-        jiff::Timestamp::now(),
-    )
-    .await
-    .unwrap();
+    let (starters, p) = probe_starters(&url).await;
     let queue = starters
         .iter()
         .position(|s| s.yaml.contains("queueTime"))
