@@ -119,11 +119,27 @@ class PumaTest < Minitest::Test
     ENV.fetch("PATH", "").split(":").map { |d| File.join(d, "puma") }.find { |f| File.executable?(f) }
   end
 
+  # A port for a server the test starts: never the same one twice in a run (a server still
+  # booting has not bound its port yet, and bind(0) may hand it out again meanwhile — it did,
+  # "METRICS_PORT 40989: Address already in use"), and below the kernel's ephemeral range
+  # (32768+), where the tests' own client sockets take theirs.
+  PORTS = Mutex.new
+  GIVEN = {} # rubocop:disable Style/MutableConstant
   def free_port
-    s = TCPServer.new("127.0.0.1", 0)
-    s.addr[1]
-  ensure
-    s&.close
+    PORTS.synchronize do
+      loop do
+        port = rand(20_000...32_000)
+        next if GIVEN[port]
+
+        begin
+          TCPServer.open("0.0.0.0", port).close
+        rescue SystemCallError
+          next
+        end
+        GIVEN[port] = true
+        return port
+      end
+    end
   end
 
   def wait_until_up

@@ -19,8 +19,27 @@ module RailsAppTest
     end
   end
 
+  # A port for a server the test starts: never the same one twice in a run (a server still
+  # booting has not bound its port yet, and bind(0) may hand it out again meanwhile — it did,
+  # "METRICS_PORT 40989: Address already in use"), and below the kernel's ephemeral range
+  # (32768+), where the tests' own client sockets take theirs.
+  PORTS = Mutex.new
+  GIVEN = {} # rubocop:disable Style/MutableConstant
   def self.free_port
-    TCPServer.open("127.0.0.1", 0) { |s| s.addr[1] }
+    PORTS.synchronize do
+      loop do
+        port = rand(20_000...32_000)
+        next if GIVEN[port]
+
+        begin
+          TCPServer.open("0.0.0.0", port).close
+        rescue SystemCallError
+          next
+        end
+        GIVEN[port] = true
+        return port
+      end
+    end
   end
 
   # One PostgreSQL 15 for the whole run, started by the image's own entry point
