@@ -4,6 +4,7 @@ require_relative "test_helper"
 require "net/http"
 require "socket"
 require "json"
+require_relative "../../test-support/ruby/free_port"
 
 # Debian's Puma in cluster mode (2 workers x 4 threads) with the plugin and the middleware:
 # concurrent requests from several threads in two processes add up exactly. With
@@ -25,8 +26,8 @@ class PumaTest < Minitest::Test
       false
     end
     @dir = Dir.mktmpdir("cm-puma")
-    @port = free_port
-    @metrics_port = free_port
+    @port = FreePort.take
+    @metrics_port = FreePort.take
     File.write(File.join(@dir, "config.ru"), <<~RUBY)
       require "concurrency_metrics"
       require "json"
@@ -117,29 +118,6 @@ class PumaTest < Minitest::Test
 
   def puma_bin
     ENV.fetch("PATH", "").split(":").map { |d| File.join(d, "puma") }.find { |f| File.executable?(f) }
-  end
-
-  # A port for a server the test starts: never the same one twice in a run (a server still
-  # booting has not bound its port yet, and bind(0) may hand it out again meanwhile — it did,
-  # "METRICS_PORT 40989: Address already in use"), and below the kernel's ephemeral range
-  # (32768+), where the tests' own client sockets take theirs.
-  PORTS = Mutex.new
-  GIVEN = {} # rubocop:disable Style/MutableConstant
-  def free_port
-    PORTS.synchronize do
-      loop do
-        port = rand(20_000...32_000)
-        next if GIVEN[port]
-
-        begin
-          TCPServer.open("0.0.0.0", port).close
-        rescue SystemCallError
-          next
-        end
-        GIVEN[port] = true
-        return port
-      end
-    end
   end
 
   def wait_until_up

@@ -102,7 +102,7 @@ class AppTest < Minitest::Test
     Postgres.create_database("shop_pool")
     common = { "PGDATABASE" => "shop_pool", "RAILS_MAX_THREADS" => "8", "CONCURRENCY_METRICS" => "1" }
     # The pinned one also serves /metrics from bin/serve (METRICS_PORT), read below.
-    metrics_port = RailsAppTest.free_port
+    metrics_port = FreePort.take
     pinned = serve(common.merge("DATABASE_YML" => "pinned", "METRICS_PORT" => metrics_port.to_s))
     default = serve(common)
     [pinned, default].each(&:wait_ready)

@@ -7,6 +7,7 @@ require "tmpdir"
 require "fileutils"
 require "tempfile"
 require "json"
+require_relative "../../../test-support/ruby/free_port"
 
 module RailsAppTest
   ROOT = File.expand_path("..", __dir__)
@@ -16,29 +17,6 @@ module RailsAppTest
     text.lines.reject { |l| l.start_with?("#") }.to_h do |l|
       k, v = l.strip.rpartition(" ").values_at(0, 2)
       [k, Float(v)]
-    end
-  end
-
-  # A port for a server the test starts: never the same one twice in a run (a server still
-  # booting has not bound its port yet, and bind(0) may hand it out again meanwhile — it did,
-  # "METRICS_PORT 40989: Address already in use"), and below the kernel's ephemeral range
-  # (32768+), where the tests' own client sockets take theirs.
-  PORTS = Mutex.new
-  GIVEN = {} # rubocop:disable Style/MutableConstant
-  def self.free_port
-    PORTS.synchronize do
-      loop do
-        port = rand(20_000...32_000)
-        next if GIVEN[port]
-
-        begin
-          TCPServer.open("0.0.0.0", port).close
-        rescue SystemCallError
-          next
-        end
-        GIVEN[port] = true
-        return port
-      end
     end
   end
 
@@ -74,7 +52,7 @@ module RailsAppTest
       # Readable by the postgres user the script hands over to when it runs as root.
       @dir = Dir.mktmpdir("rails-app-test-pg-")
       File.chmod(0o755, @dir)
-      port = RailsAppTest.free_port
+      port = FreePort.take
       @pid = Process.spawn({ "PGDATA" => File.join(@dir, "data"), "POSTGRES_PASSWORD" => "test",
                              "POSTGRES_PORT" => port.to_s, "POSTGRES_LISTEN" => "127.0.0.1",
                              "POSTGRES_SOCKET_DIR" => File.join(@dir, "sock") },
@@ -107,7 +85,7 @@ module RailsAppTest
     attr_reader :port, :log
 
     def initialize(env)
-      @port = RailsAppTest.free_port
+      @port = FreePort.take
       @log = Tempfile.create("rails-app-test-serve-")
       @pid = Process.spawn(Postgres.env.merge("PORT" => @port.to_s, "RAILS_LOG_LEVEL" => "warn").merge(env),
                            RbConfig.ruby, File.join(ROOT, "bin/serve"), %i[out err] => @log.path,

@@ -8,30 +8,9 @@ require "net/http"
 require "socket"
 require "timeout"
 require "tmpdir"
+require_relative "../../../test-support/ruby/free_port"
 
 class ServerTest < Minitest::Test
-  # A port for a server the test starts: never the same one twice in a run (a server still
-  # booting has not bound its port yet, and bind(0) may hand it out again meanwhile — it did,
-  # "METRICS_PORT 40989: Address already in use"), and below the kernel's ephemeral range
-  # (32768+), where the tests' own client sockets take theirs.
-  PORTS = Mutex.new
-  GIVEN = {} # rubocop:disable Style/MutableConstant
-  def self.free_port
-    PORTS.synchronize do
-      loop do
-        port = rand(20_000...32_000)
-        next if GIVEN[port]
-
-        begin
-          TCPServer.open("0.0.0.0", port).close
-        rescue SystemCallError
-          next
-        end
-        GIVEN[port] = true
-        return port
-      end
-    end
-  end
 
   ROOT = File.expand_path("..", __dir__)
   SERVE = File.join(ROOT, "bin/serve")
@@ -181,7 +160,7 @@ class ServerTest < Minitest::Test
   # METRICS_PORT is served by bin/serve from the workers' files, so it answers while every
   # Puma thread is busy (the app port's /metrics would queue behind the busy request).
   def test_metrics_port_answers_while_all_puma_threads_are_busy
-    metrics_port = ServerTest.free_port
+    metrics_port = FreePort.take
     start_server("SERVER" => "puma", "RAILS_MAX_THREADS" => "1", "METRICS_PORT" => metrics_port.to_s)
     busy = Thread.new { get("/b?io_ms=3000").code }
     saw_full_pool = false
@@ -257,7 +236,7 @@ class ServerTest < Minitest::Test
   end
 
   def start_server(env)
-    @port = ServerTest.free_port
+    @port = FreePort.take
     @log = File.open(File.join(Dir.tmpdir, "reference-app-test-#{@port}.log"), "w+")
     @pid = Process.spawn(env.merge("PORT" => @port.to_s, "BIND_HOST" => "127.0.0.1"),
                          RbConfig.ruby, SERVE, out: @log, err: @log, pgroup: true)
