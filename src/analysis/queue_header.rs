@@ -161,11 +161,15 @@ pub async fn read_clock(
     one_second_clock(&parse_buckets(&pairs)?)
 }
 
-/// Whether the spec judges the built-in `queueTime` (the only check the clock matters to).
+/// The built-in `queueTime` check (the only one the clock matters to; a custom query reads
+/// whatever it reads).
+fn is_queue_time(c: &Check) -> bool {
+    c.metric == Some(BuiltinMetric::QueueTime) && c.query.is_none()
+}
+
+/// Whether the spec judges the built-in `queueTime`.
 pub fn judges_queue_time(specs: &[Check]) -> bool {
-    specs
-        .iter()
-        .any(|c| c.metric == Some(BuiltinMetric::QueueTime) && c.query.is_none())
+    specs.iter().any(is_queue_time)
 }
 
 /// Puts the one-second clock before the reason of each built-in `queueTime` check: its verdict
@@ -179,7 +183,7 @@ pub fn note_coarse_clock(
         return checks;
     };
     for (spec, r) in specs.iter().zip(checks.iter_mut()) {
-        if spec.metric == Some(BuiltinMetric::QueueTime) && spec.query.is_none() {
+        if is_queue_time(spec) {
             let note = clock.short();
             r.reason = Some(match r.reason.take() {
                 Some(why) if !why.is_empty() => format!("{note}; {why}"),

@@ -286,27 +286,7 @@ async fn init_reads_the_target_and_writes_only_the_checks_whose_series_exist() {
 #[tokio::test]
 async fn init_says_what_is_missing_and_turns_off_a_gate_it_cannot_feed() {
     let (url, _) = yabeda_prometheus().await;
-    let client =
-        crate::prometheus::PrometheusClient::new(&url, std::time::Duration::from_secs(5)).unwrap();
-    let candidate =
-        init::candidate(&init_args(InitServer::Puma, Some(4), None), &puma_2x6()).unwrap();
-    let starters = init::starters(&candidate);
-    let target = crate::analysis::preflight::Target {
-        namespace: "shop".into(),
-        deployment: "storefront".into(),
-        container: "web".into(),
-        windows: Default::default(),
-    };
-    let analysis = init::starter_analysis(&url, None, &starters).unwrap();
-    let p = init::probe(
-        &client,
-        &analysis,
-        &starters,
-        &target,
-        jiff::Timestamp::now(),
-    )
-    .await
-    .unwrap();
+    let (_, _, p) = probe_starters(&url).await;
     let notes = p.notes.join("\n");
     assert_eq!(p.notes.len(), 3, "{notes}");
     assert!(
@@ -329,17 +309,7 @@ async fn init_says_what_is_missing_and_turns_off_a_gate_it_cannot_feed() {
         ("container_memory_working_set_bytes", Some(1.0)),
     ])
     .await;
-    let client =
-        crate::prometheus::PrometheusClient::new(&url, std::time::Duration::from_secs(5)).unwrap();
-    let p = init::probe(
-        &client,
-        &analysis,
-        &starters,
-        &target,
-        jiff::Timestamp::now(),
-    )
-    .await
-    .unwrap();
+    let (candidate, _, p) = probe_starters(&url).await;
     let why = p.gate_off.clone().expect("gate off");
     assert!(why.contains("container_cpu_usage_seconds_total"), "{why}");
     let mut s = starting(candidate, Some(p.data));
@@ -357,7 +327,7 @@ async fn init_says_what_is_missing_and_turns_off_a_gate_it_cannot_feed() {
 
 /// `init`'s probe of the starters of a Puma 2×6 → 2×4 candidate on `storefront` (container
 /// web) against the Prometheus at `url`.
-async fn probe_starters(url: &str) -> (Vec<init::Starter>, init::Probed) {
+async fn probe_starters(url: &str) -> (crate::api::ServerConfig, Vec<init::Starter>, init::Probed) {
     let client =
         crate::prometheus::PrometheusClient::new(url, std::time::Duration::from_secs(5)).unwrap();
     let candidate =
@@ -379,7 +349,7 @@ async fn probe_starters(url: &str) -> (Vec<init::Starter>, init::Probed) {
     )
     .await
     .unwrap();
-    (starters, p)
+    (candidate, starters, p)
 }
 
 #[tokio::test]
@@ -403,7 +373,7 @@ async fn init_leaves_out_a_queue_time_stamped_in_whole_seconds() {
         vec![("increase(rails_request_queue_time_seconds_bucket", buckets)],
     )
     .await;
-    let (starters, p) = probe_starters(&url).await;
+    let (_, starters, p) = probe_starters(&url).await;
     let queue = starters
         .iter()
         .position(|s| s.yaml.contains("queueTime"))

@@ -47,18 +47,6 @@ fn scales(run: &Run) -> Vec<i32> {
         .collect()
 }
 
-fn message(run: &Run, reason: &str) -> String {
-    run.log
-        .iter()
-        .find_map(|a| match a {
-            Action::Event {
-                reason: r, message, ..
-            } if r == reason => Some(message.clone()),
-            _ => None,
-        })
-        .unwrap_or_else(|| panic!("no {reason} event in {:?}", run.events()))
-}
-
 /// Analyses every minute until the gate writes `status.capacityGate`: without measurements,
 /// when the current stage has earned its step and met the gate.
 fn until_gate(run: &mut Run) {
@@ -115,7 +103,7 @@ fn issue_15_a_one_by_one_candidate_rolls_back_before_the_last_stage() {
     // The fixture's measurement names no source (status written before sources existed).
     assert_eq!(g.source, None);
     assert!(run.events().contains(&"StageAdvanced".to_string()));
-    assert_eq!(message(&run, INSUFFICIENT_CAPACITY), decision.message);
+    assert_eq!(message(&run.log, INSUFFICIENT_CAPACITY), decision.message);
 }
 
 #[test]
@@ -232,7 +220,7 @@ fn with_on_inconclusive_pause_the_gate_holds_until_approved() {
         condition(&run.status, "Progressing").1,
         INSUFFICIENT_CAPACITY
     );
-    let event = message(&run, INSUFFICIENT_CAPACITY);
+    let event = message(&run.log, INSUFFICIENT_CAPACITY);
     assert!(
         event.starts_with("Paused at stage 2/3: Stage 3/3 would give"),
         "{event}"
@@ -273,7 +261,7 @@ fn with_on_inconclusive_pause_the_gate_holds_until_approved() {
     run.tick(None);
     assert_eq!(run.status.stage.as_deref(), Some("3/3"));
     assert_eq!(run.events(), ["HoldLifted", "Resumed", "StageAdvanced"]);
-    assert!(message(&run, "HoldLifted").contains("stepping to stage 3/3 despite"));
+    assert!(message(&run.log, "HoldLifted").contains("stepping to stage 3/3 despite"));
     assert!(!run.world.approve_annotation);
     assert!(gate(&run).approved);
     walk(&mut run, 100);
@@ -297,7 +285,7 @@ fn raising_the_limit_lifts_a_capacity_hold() {
     assert_eq!(run.status.hold_reason, None);
     assert_eq!(run.status.stage.as_deref(), Some("3/3"));
     assert_eq!(run.events(), ["HoldLifted", "Resumed", "StageAdvanced"]);
-    assert!(message(&run, "HoldLifted").contains("(130%) now allows the step to stage 3/3"));
+    assert!(message(&run.log, "HoldLifted").contains("(130%) now allows the step to stage 3/3"));
 }
 
 /// The analyses pass their checks but the exporter has none of the counters.
@@ -332,7 +320,7 @@ fn without_measurements_the_step_waits_and_counts_as_inconclusive() {
         ),
         "{msg}"
     );
-    let event = message(&run, "AnalysisInconclusive");
+    let event = message(&run.log, "AnalysisInconclusive");
     assert!(
         event.starts_with(
             "Analysis in stage 1 at 33% weight was inconclusive (2 inconclusive, 3 tolerated): \
@@ -469,7 +457,7 @@ fn a_one_replica_target_is_told_its_coarse_split_once() {
     let run = issue_run(TWO_BY_THREE, "");
     assert_eq!(run.events(), ["Started", "CoarseSplit"]);
     assert_eq!(
-        message(&run, "CoarseSplit"),
+        message(&run.log, "CoarseSplit"),
         "Deployment storefront has 1 replica: the replicas router splits traffic by pods, so \
          the candidate gets 50%, 50%, 100% for the planned 30%, 70%, 100%. For exact weights \
          use traffic.router: gatewayAPI, or run the target with more replicas."
@@ -490,7 +478,7 @@ fn the_gate_off_is_told_at_the_start_and_steps_on_the_checks() {
     run.measurement = None;
     run.tick(None);
     assert_eq!(run.events(), ["Started", CAPACITY_GATE_OFF]);
-    assert!(message(&run, CAPACITY_GATE_OFF)
+    assert!(message(&run.log, CAPACITY_GATE_OFF)
         .starts_with("The capacity gate is off (spec.analysis.maxPredictedUtilization is off)"));
     walk(&mut run, 200);
     assert_eq!(run.status.phase, Phase::Succeeded);
@@ -501,7 +489,7 @@ fn the_gate_off_is_told_at_the_start_and_steps_on_the_checks() {
     let mut run = Run::new(custom, 6);
     run.measurement = None;
     run.tick(None);
-    assert!(message(&run, CAPACITY_GATE_OFF).contains("server: custom has no capacity model"));
+    assert!(message(&run.log, CAPACITY_GATE_OFF).contains("server: custom has no capacity model"));
     walk(&mut run, 200);
     assert_eq!(run.status.phase, Phase::Succeeded);
 }

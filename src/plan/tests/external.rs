@@ -67,18 +67,6 @@ fn wrote_template(run: &Run) -> usize {
     run.count(|a| *a == Action::PromoteTarget)
 }
 
-fn event_message(run: &Run, reason: &str) -> String {
-    run.log
-        .iter()
-        .find_map(|a| match a {
-            Action::Event {
-                reason: r, message, ..
-            } if r == reason => Some(message.clone()),
-            _ => None,
-        })
-        .unwrap_or_else(|| panic!("no {reason} event in {:?}", run.events()))
-}
-
 #[test]
 fn it_holds_with_the_patch_and_completes_when_git_brings_the_candidate_config() {
     let mut run = held(external(""));
@@ -93,7 +81,7 @@ fn it_holds_with_the_patch_and_completes_when_git_brings_the_candidate_config() 
         msg.contains("Commit to Git: set RAILS_MAX_THREADS=4 on container web"),
         "{msg}"
     );
-    let note = event_message(&run, AWAITING_EXTERNAL_PROMOTION);
+    let note = message(&run.log, AWAITING_EXTERNAL_PROMOTION);
     assert!(
         note.contains("until Git promotes: set RAILS_MAX_THREADS=4"),
         "{note}"

@@ -402,6 +402,26 @@ pub fn events(actions: &[Action]) -> Vec<String> {
         .collect()
 }
 
+/// The type and message of the first Event with `reason` in `actions`; panics without one.
+pub fn event_of(actions: &[Action], reason: &str) -> (EventType, String) {
+    actions
+        .iter()
+        .find_map(|a| match a {
+            Action::Event {
+                type_,
+                reason: r,
+                message,
+            } if r == reason => Some((*type_, message.clone())),
+            _ => None,
+        })
+        .unwrap_or_else(|| panic!("no {reason} event in {:?}", events(actions)))
+}
+
+/// The message of the first Event with `reason` in `actions`; panics without one.
+pub fn message(actions: &[Action], reason: &str) -> String {
+    event_of(actions, reason).1
+}
+
 pub fn condition(status: &ConcurrencyExperimentStatus, type_: &str) -> (String, String) {
     let c = conditions::get(status, type_).unwrap_or_else(|| panic!("no {type_} condition"));
     (c.status.clone(), c.reason.clone())

@@ -165,18 +165,8 @@ fn stages_that_cannot_reach_min_requests_at_the_measured_rate_are_warned_of_and_
         .iter()
         .any(|a| matches!(a, Action::EnsureCandidate { .. })));
     assert_eq!(events(&out.actions)[0], TOO_FEW_REQUESTS);
-    let warning = out
-        .actions
-        .iter()
-        .find_map(|a| match a {
-            Action::Event {
-                type_: EventType::Warning,
-                reason,
-                message,
-            } if *reason == TOO_FEW_REQUESTS => Some(message.clone()),
-            _ => None,
-        })
-        .expect("a Warning Event");
+    let (kind, warning) = event_of(&out.actions, TOO_FEW_REQUESTS);
+    assert_eq!(kind, EventType::Warning);
     assert!(
         warning
             .starts_with("Measured before the start, over the last 5m: At the target's 0.1 req/s")
@@ -253,18 +243,8 @@ fn a_one_second_queue_clock_is_warned_of_before_traffic_moves_and_the_experiment
         })
         .clone();
     assert_eq!(out.status.phase, Phase::Progressing, "warned, not refused");
-    let warning = out
-        .actions
-        .iter()
-        .find_map(|a| match a {
-            Action::Event {
-                type_: EventType::Warning,
-                reason,
-                message,
-            } if *reason == QUEUE_TIME_COARSE => Some(message.clone()),
-            _ => None,
-        })
-        .expect("a Warning Event QueueTimeCoarse");
+    let (kind, warning) = event_of(&out.actions, QUEUE_TIME_COARSE);
+    assert_eq!(kind, EventType::Warning);
     assert!(
         warning.starts_with("Measured before the start, over the last 5m: queue time looks like a one-second clock (11 % ≤ 100 ms, 49 % ≤ 500 ms, 98 % ≤ 1 s of 1800 requests)")
             && warning.ends_with("The experiment starts anyway."),

@@ -23,18 +23,6 @@ fn clears(run: &Run) -> usize {
     run.count(|a| *a == Action::ClearRetry)
 }
 
-fn message(actions: &[Action], reason: &str) -> String {
-    actions
-        .iter()
-        .find_map(|a| match a {
-            Action::Event {
-                reason: r, message, ..
-            } if r == reason => Some(message.clone()),
-            _ => None,
-        })
-        .unwrap_or_else(|| panic!("no {reason} event in {actions:?}"))
-}
-
 #[test]
 fn a_rolled_back_experiment_is_retried_from_stage_one_with_a_fresh_status() {
     let mut run = rolled_back();
