@@ -10,6 +10,7 @@ mod fixtures;
 mod get;
 mod history;
 mod init;
+mod init_probe;
 mod prometheus;
 mod recommend;
 mod render;
