@@ -31,18 +31,69 @@ impl Rng {
     }
 }
 
+/// One experiment's analyses, drawn from a trace: per stage, the intervals it may consume in
+/// turn. A trace without stages has one list that every stage consumes in turn (each variant
+/// got the same rate throughout); a staged one a list per stage from the stretch recorded at
+/// its weight.
+#[derive(Debug, Clone)]
+pub struct Draw {
+    lists: Vec<Vec<(Interval, Interval)>>,
+}
+
+impl Draw {
+    /// Intervals drawn, over all stages.
+    pub fn len(&self) -> usize {
+        self.lists.iter().map(Vec::len).sum()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// A trace without stages: its intervals in order, which every stage consumes in turn.
+    pub fn unstaged(&self) -> Option<&[(Interval, Interval)]> {
+        match self.lists.as_slice() {
+            [only] => Some(only),
+            _ => None,
+        }
+    }
+
+    pub fn cursor(&self) -> Cursor<'_> {
+        Cursor {
+            draw: self,
+            at: vec![0; self.lists.len()],
+        }
+    }
+}
+
+/// Where a replay is in a [`Draw`].
+pub struct Cursor<'a> {
+    draw: &'a Draw,
+    at: Vec<usize>,
+}
+
+impl<'a> Cursor<'a> {
+    /// The next interval of stage `stage` (baseline, candidate); `None` when it ran out.
+    pub fn next(&mut self, stage: usize) -> Option<&'a (Interval, Interval)> {
+        let list = stage.min(self.draw.lists.len().checked_sub(1)?);
+        let item = self.draw.lists[list].get(self.at[list])?;
+        self.at[list] += 1;
+        Some(item)
+    }
+}
+
 /// One experiment's analyses: twice `plan.total_analyses()` intervals of
 /// `plan.interval_seconds` (a stage whose checks wait for requests runs past its duration),
-/// in blocks of `block` intervals. `None` when the trace is shorter than one block.
-pub fn resample(
-    trace: &Trace,
-    plan: &Plan,
-    block: usize,
-    rng: &mut Rng,
-) -> Option<Vec<(Interval, Interval)>> {
+/// in blocks of `block` intervals. `None` when the trace (or a stage's stretch of it) is
+/// shorter than one block.
+pub fn resample(trace: &Trace, plan: &Plan, block: usize, rng: &mut Rng) -> Option<Draw> {
     let per = (plan.interval_seconds as usize / trace.step_seconds.max(1) as usize).max(1);
+    let block = block.max(1);
+    let block_steps = per * block;
+    if !trace.stages.is_empty() {
+        return staged(trace, plan, per, block, rng);
+    }
     let steps = trace.steps();
-    let block_steps = per * block.max(1);
     if steps < block_steps {
         return None;
     }
@@ -50,7 +101,7 @@ pub fn resample(
     let mut out = Vec::with_capacity(wanted);
     while out.len() < wanted {
         let start = rng.below(steps - block_steps + 1);
-        for k in 0..block.max(1) {
+        for k in 0..block {
             let (from, to) = (start + k * per, start + (k + 1) * per);
             out.push((
                 trace.baseline.interval(from, to),
@@ -59,5 +110,48 @@ pub fn resample(
         }
     }
     out.truncate(wanted);
-    Some(out)
+    Some(Draw { lists: vec![out] })
+}
+
+/// A staged trace: each stage's intervals from the stretch recorded at its weight, blocks at
+/// random starts within it (shorter, where a stretch holds fewer intervals than a block); at 100 % the baseline's from the stretch before, in blocks of
+/// their own (the operator compares with the baseline's last stage, not a live one).
+fn staged(trace: &Trace, plan: &Plan, per: usize, block: usize, rng: &mut Rng) -> Option<Draw> {
+    let steps = trace.steps();
+    let mut lists = Vec::with_capacity(plan.weights.len());
+    for (&weight, &analyses) in plan.weights.iter().zip(&plan.analyses) {
+        let (here, before) = trace.stretch(weight)?;
+        // A stretch shorter than a block (long intervals) takes blocks as long as it is.
+        let fits = |s: crate::trace::Segment| s.to.min(steps).saturating_sub(s.from) / per;
+        let block = block.min(fits(here)).min(fits(before));
+        if block == 0 {
+            return None;
+        }
+        let start_in = |s: crate::trace::Segment, rng: &mut Rng| {
+            let to = s.to.min(steps);
+            let room = to.checked_sub(s.from)?.checked_sub(per * block)?;
+            Some(s.from + rng.below(room + 1))
+        };
+        let wanted = 2 * analyses;
+        let mut out = Vec::with_capacity(wanted);
+        while out.len() < wanted {
+            let start = start_in(here, rng)?;
+            let baseline_start = if before == here {
+                start
+            } else {
+                start_in(before, rng)?
+            };
+            for k in 0..block {
+                let at = |s: usize| (s + k * per, s + (k + 1) * per);
+                let ((bf, bt), (cf, ct)) = (at(baseline_start), at(start));
+                out.push((
+                    trace.baseline.interval(bf, bt),
+                    trace.candidate.interval(cf, ct),
+                ));
+            }
+        }
+        out.truncate(wanted);
+        lists.push(out);
+    }
+    Some(Draw { lists })
 }

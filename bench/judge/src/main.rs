@@ -9,7 +9,7 @@ use concurrency_operator::analysis::sequential::{Direction, QuantileTest};
 use judge_bench::bootstrap::{resample, Rng};
 use judge_bench::manifest::{load_spec, Plan};
 use judge_bench::replay::{run, Outcome, Rule};
-use judge_bench::trace::{histogram_quantile, Trace};
+use judge_bench::trace::{histogram_quantile, Segment, Trace};
 
 #[derive(Parser)]
 struct Args {
@@ -80,7 +80,7 @@ fn main() -> anyhow::Result<()> {
             }
         );
         println!(
-            "\n| trace | what differs | judge | rolled back | of which inconclusive | median analyses to rollback | median requests per variant at rollback | deciding checks |"
+            "\n| trace | what differs | judge | rolled back | of which inconclusive | median analyses to rollback (its stage) | median requests per variant at rollback | deciding checks |"
         );
         println!("| --- | --- | --- | --- | --- | --- | --- | --- |");
         for rule in rules {
@@ -107,9 +107,7 @@ fn main() -> anyhow::Result<()> {
                     aa.1 += outcomes.len();
                 }
                 let inconclusive = rolled.iter().filter(|o| o.inconclusive).count();
-                let mut at: Vec<usize> = rolled.iter().filter_map(|o| o.rolled_back_at).collect();
                 let mut requests: Vec<f64> = rolled.iter().map(|o| o.requests).collect();
-                at.sort_unstable();
                 requests.sort_by(f64::total_cmp);
                 let mut why: Vec<String> = rolled.iter().flat_map(|o| o.why.clone()).collect();
                 why.sort();
@@ -121,7 +119,7 @@ fn main() -> anyhow::Result<()> {
                     rule.label(),
                     share(rolled.len(), outcomes.len()),
                     inconclusive,
-                    at.get(at.len() / 2).map_or("–".into(), ToString::to_string),
+                    median_at(&rolled),
                     requests
                         .get(requests.len() / 2)
                         .map_or("–".into(), |r| format!("{r:.0}")),
@@ -148,36 +146,54 @@ fn print_traces(traces: &[Trace]) {
     println!("| --- | --- | --- | --- | --- | --- | --- | --- | --- |");
     let ms = |v: Option<f64>| v.map_or("–".into(), |v| format!("{:.1} ms", v * 1000.0));
     for t in traces {
-        let steps = t.steps();
-        let (b, c) = (
-            t.baseline.interval(0, steps),
-            t.candidate.interval(0, steps),
-        );
-        let q = |q: f64, bounds: &[f64], b: &[f64], c: &[f64]| {
-            let (qb, qc) = (
-                histogram_quantile(q, bounds, b),
-                histogram_quantile(q, bounds, c),
-            );
-            let ratio = match (qb, qc) {
-                (Some(x), Some(y)) if x > 0.0 => format!(" (×{:.2})", y / x),
-                _ => String::new(),
-            };
-            format!("{} → {}{ratio}", ms(qb), ms(qc))
+        // A staged trace: a row per stretch, its baseline where the judge takes it from.
+        let whole = Segment {
+            weight: 100,
+            from: 0,
+            to: t.steps(),
         };
-        println!(
-            "| {} | {} | {steps} × {} | {:.0} | {} | {} | {} | {:.2} % → {:.2} % | {:.1} → {:.1} MiB |",
-            t.name,
-            t.regression.as_deref().unwrap_or("nothing (A/A)"),
-            t.step_seconds,
-            b.requests.min(c.requests),
-            q(0.5, &t.latency_bounds, &b.latency, &c.latency),
-            q(0.99, &t.latency_bounds, &b.latency, &c.latency),
-            q(0.9, &t.queue_bounds, &b.queue, &c.queue),
-            100.0 * b.errors / b.requests.max(1.0),
-            100.0 * c.errors / c.requests.max(1.0),
-            b.memory / 1048576.0,
-            c.memory / 1048576.0,
-        );
+        let rows: Vec<(String, Segment, Segment)> = if t.stages.is_empty() {
+            vec![(t.name.clone(), whole, whole)]
+        } else {
+            t.stages
+                .iter()
+                .filter_map(|s| {
+                    let (here, before) = t.stretch(s.weight)?;
+                    Some((format!("{} at {} %", t.name, s.weight), before, here))
+                })
+                .collect()
+        };
+        for (name, before, here) in rows {
+            let (b, c) = (
+                t.baseline.interval(before.from, before.to),
+                t.candidate.interval(here.from, here.to),
+            );
+            let q = |q: f64, bounds: &[f64], b: &[f64], c: &[f64]| {
+                let (qb, qc) = (
+                    histogram_quantile(q, bounds, b),
+                    histogram_quantile(q, bounds, c),
+                );
+                let ratio = match (qb, qc) {
+                    (Some(x), Some(y)) if x > 0.0 => format!(" (×{:.2})", y / x),
+                    _ => String::new(),
+                };
+                format!("{} → {}{ratio}", ms(qb), ms(qc))
+            };
+            println!(
+                "| {name} | {} | {} × {} | {:.0} | {} | {} | {} | {:.2} % → {:.2} % | {:.1} → {:.1} MiB |",
+                t.regression.as_deref().unwrap_or("nothing (A/A)"),
+                here.to - here.from,
+                t.step_seconds,
+                b.requests.min(c.requests),
+                q(0.5, &t.latency_bounds, &b.latency, &c.latency),
+                q(0.99, &t.latency_bounds, &b.latency, &c.latency),
+                q(0.9, &t.queue_bounds, &b.queue, &c.queue),
+                100.0 * b.errors / b.requests.max(1.0),
+                100.0 * c.errors / c.requests.max(1.0),
+                b.memory / 1048576.0,
+                c.memory / 1048576.0,
+            );
+        }
     }
     println!();
 }
@@ -208,6 +224,17 @@ fn describe(j: &judge_bench::manifest::Judged) -> String {
         Some(q) => format!("{} p{} {limits}", c.display_name(), q * 100.0),
         None => format!("{} {limits}", c.display_name()),
     }
+}
+
+/// The median analysis of the rollbacks, and the stage (1-based) it fell in.
+fn median_at(rolled: &[&Outcome]) -> String {
+    let mut at: Vec<(usize, usize)> = rolled
+        .iter()
+        .filter_map(|o| Some((o.rolled_back_at?, o.stage + 1)))
+        .collect();
+    at.sort_unstable();
+    at.get(at.len() / 2)
+        .map_or("–".into(), |(n, stage)| format!("{n} ({stage})"))
 }
 
 fn share(k: usize, n: usize) -> String {

@@ -4,7 +4,9 @@
 
 use anyhow::{bail, Context};
 use concurrency_operator::analysis::Limits;
-use concurrency_operator::api::{parse_duration, BuiltinMetric, Check, ConcurrencyExperimentSpec};
+use concurrency_operator::api::{
+    max_predicted_utilization, parse_duration, BuiltinMetric, Check, ConcurrencyExperimentSpec,
+};
 use serde::Deserialize;
 
 /// What the replay needs of a manifest.
@@ -23,6 +25,8 @@ pub struct Plan {
     pub failure_limit: i32,
     pub inconclusive_limit: i32,
     pub min_requests: i64,
+    /// `maxPredictedUtilization` (`None`: `off`): the capacity gate before each weight step.
+    pub max_utilization: Option<f64>,
 }
 
 impl Plan {
@@ -65,6 +69,7 @@ impl Plan {
             failure_limit: a.failure_limit,
             inconclusive_limit: a.inconclusive_limit,
             min_requests: a.min_requests,
+            max_utilization: max_predicted_utilization(a)?,
         })
     }
 

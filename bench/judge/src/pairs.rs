@@ -1,5 +1,6 @@
-//! What the recorder runs: pairs of gvl-sim configs side by side, A/A and with known
-//! regressions, each variant's environment spelled out.
+//! What the recorder runs: pairs of configs side by side — gvl-sim, and the Ruby reference
+//! app under real Puma — A/A and with known regressions, each variant's environment spelled
+//! out; some under per-stage loads (the candidate's share of one rate growing 30/70/100 %).
 
 /// The baseline every pair starts from: Puma 1×4 spending 2 ms of real CPU (holding the GVL)
 /// and 20 ms waiting on I/O per request, ±50 %, 0.2 % errors, 40 MiB per worker.
@@ -32,6 +33,21 @@ pub fn queueing() -> Vec<(&'static str, String)> {
     )
 }
 
+/// The Ruby reference app's A/A config: Puma 1×4, 2 ms of Ruby CPU and two 10 ms waits.
+pub fn ruby() -> Vec<(&'static str, String)> {
+    [
+        ("SERVER", "puma"),
+        ("WEB_CONCURRENCY", "1"),
+        ("RAILS_MAX_THREADS", "4"),
+        ("CPU_MS", "2"),
+        ("IO_MS", "10"),
+        ("IO_CALLS", "2"),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k, v.to_string()))
+    .collect()
+}
+
 pub fn with(
     mut env: Vec<(&'static str, String)>,
     changes: &[(&'static str, &str)],
@@ -43,11 +59,26 @@ pub fn with(
     env
 }
 
+/// What serves a variant.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Server {
+    GvlSim,
+    /// `server-images/ruby/bin/serve`: real Ruby, real Puma, the app's own metrics.
+    Ruby,
+}
+
+/// README's stages: the candidate's share of the traffic, one stretch of the recording each.
+pub const README_STAGES: &[i32] = &[30, 70, 100];
+
 pub struct Pair {
     pub name: &'static str,
     pub regression: Option<&'static str>,
-    /// Requests per second per variant, when not `--rate`.
+    /// Requests per second per variant, when not `--rate`; with `stages`, of both together.
     pub rate: Option<u32>,
+    pub server: Server,
+    /// Per-stage loads (weights, equal stretches): the candidate gets that share of `rate`
+    /// and the baseline the rest. Empty: each variant gets `rate` throughout.
+    pub stages: &'static [i32],
     pub baseline: Vec<(&'static str, String)>,
     pub candidate: Vec<(&'static str, String)>,
 }
@@ -57,6 +88,8 @@ pub fn pairs() -> Vec<Pair> {
         name,
         regression: None,
         rate: None,
+        server: Server::GvlSim,
+        stages: &[],
         baseline: base(),
         candidate: base(),
     };
@@ -64,6 +97,8 @@ pub fn pairs() -> Vec<Pair> {
         name,
         regression: Some(regression),
         rate: Some(50),
+        server: Server::GvlSim,
+        stages: &[],
         baseline: queueing(),
         candidate: with(queueing(), &[("IO_MS", io)]),
     };
@@ -71,6 +106,8 @@ pub fn pairs() -> Vec<Pair> {
         name,
         regression: Some(regression),
         rate: None,
+        server: Server::GvlSim,
+        stages: &[],
         baseline: base(),
         candidate: with(base(), changes),
     };
@@ -82,7 +119,44 @@ pub fn pairs() -> Vec<Pair> {
             name: "aa-queueing",
             regression: None,
             rate: Some(50),
+            server: Server::GvlSim,
+            stages: &[],
             baseline: queueing(),
+            candidate: queueing(),
+        },
+        // Real Ruby: the GC, the GVL, Puma's reactor and thread pool, the app's own
+        // histograms; no injected errors or memory ballast.
+        Pair {
+            name: "ruby-aa",
+            regression: None,
+            rate: None,
+            server: Server::Ruby,
+            stages: &[],
+            baseline: ruby(),
+            candidate: ruby(),
+        },
+        // Per-stage loads: README's 30/70/100 % of 64 requests/s. Staged A/A: Puma 1×4 of
+        // the queueing work carries all of it (predicted 52 % at 100 %).
+        Pair {
+            name: "aa-staged",
+            regression: None,
+            rate: Some(64),
+            server: Server::GvlSim,
+            stages: README_STAGES,
+            baseline: with(queueing(), &[("RAILS_MAX_THREADS", "4")]),
+            candidate: with(queueing(), &[("RAILS_MAX_THREADS", "4")]),
+        },
+        // Puma 1×4 → 1×2 (seed 001's thread cut): its two threads carry 30 % and 70 %
+        // (predicted 73 %), and 100 % is more than they can serve (104 %).
+        Pair {
+            name: "cannot-carry-100",
+            regression: Some(
+                "threads 4 → 2 at 64 rps: carries 30 % and 70 %, not 100 % (needs 104 %)",
+            ),
+            rate: Some(64),
+            server: Server::GvlSim,
+            stages: README_STAGES,
+            baseline: with(queueing(), &[("RAILS_MAX_THREADS", "4")]),
             candidate: queueing(),
         },
         queue(

@@ -10,8 +10,11 @@ use concurrency_operator::analysis::{aggregate, judge_check, Unit};
 use concurrency_operator::api::{BuiltinMetric, Check, CheckResult, Evidence, Verdict};
 use concurrency_operator::plan::{only_waiting, shown_no_worse, shown_worse};
 
+use crate::bootstrap::{Cursor, Draw};
 use crate::manifest::{Judged, Plan};
 use crate::trace::{histogram_quantile, Interval, Trace};
+use concurrency_operator::analysis::{load_per_pod, pod_capacity, PerRequest};
+use concurrency_operator::api::ServerKind;
 
 use concurrency_operator::analysis::judge::QUEUE_TIME_FLOOR as QUEUE_FLOOR;
 
@@ -43,6 +46,8 @@ impl Rule {
 pub struct Outcome {
     /// The analysis (1-based) after which it rolled back.
     pub rolled_back_at: Option<usize>,
+    /// The stage (0-based) it was in when it rolled back or ran out; the last one otherwise.
+    pub stage: usize,
     /// Rolled back for inconclusive analyses rather than a failed check.
     pub inconclusive: bool,
     /// Requests per variant (the smaller) up to the decision or the end.
@@ -120,50 +125,114 @@ pub fn buckets(bounds: &[f64], cumulative: &[f64]) -> Buckets {
     Buckets::from_pairs(pairs)
 }
 
-/// Replays one experiment over `intervals` (baseline, candidate), one per analysis.
-pub fn run(plan: &Plan, rule: Rule, trace: &Trace, intervals: &[(Interval, Interval)]) -> Outcome {
+/// Replays one experiment over a draw of intervals (baseline, candidate), one per analysis.
+pub fn run(plan: &Plan, rule: Rule, trace: &Trace, draw: &Draw) -> Outcome {
     match rule {
-        Rule::PerInterval => per_interval_run(plan, trace, intervals),
-        Rule::Sequential { alpha } => sequential_run(plan, alpha, trace, intervals),
+        Rule::PerInterval => per_interval_run(plan, trace, draw.cursor()),
+        Rule::Sequential { alpha } => sequential_run(plan, alpha, trace, draw.cursor()),
     }
 }
 
-fn per_interval_run(plan: &Plan, trace: &Trace, intervals: &[(Interval, Interval)]) -> Outcome {
+fn per_interval_run(plan: &Plan, trace: &Trace, mut draw: Cursor<'_>) -> Outcome {
     let (mut failed, mut inconclusive) = (0, 0);
     let (mut total_b, mut total_c) = (Interval::default(), Interval::default());
-    for (n, (b, c)) in intervals.iter().take(plan.total_analyses()).enumerate() {
-        total_b.add(b);
-        total_c.add(c);
-        let requests = total_b.requests.min(total_c.requests);
-        let decided = |why: Vec<String>, inconclusive: bool| Outcome {
-            rolled_back_at: Some(n + 1),
-            inconclusive,
-            requests,
-            why,
-        };
-        let (verdict, why) = per_interval(plan.checks.iter(), plan.min_requests, trace, b, c);
-        match verdict {
-            Verdict::Fail => {
-                failed += 1;
-                if failed > plan.failure_limit {
-                    return decided(why, false);
+    let mut n = 0;
+    for (stage, &analyses) in plan.analyses.iter().enumerate() {
+        let mut in_stage = Vec::with_capacity(analyses);
+        for _ in 0..analyses {
+            let Some((b, c)) = draw.next(stage) else {
+                break;
+            };
+            n += 1;
+            total_b.add(b);
+            total_c.add(c);
+            in_stage.push((b, c));
+            let requests = total_b.requests.min(total_c.requests);
+            let decided = |why: Vec<String>, inconclusive: bool| Outcome {
+                rolled_back_at: Some(n),
+                stage,
+                inconclusive,
+                requests,
+                why,
+            };
+            let (verdict, why) = per_interval(plan.checks.iter(), plan.min_requests, trace, b, c);
+            match verdict {
+                Verdict::Fail => {
+                    failed += 1;
+                    if failed > plan.failure_limit {
+                        return decided(why, false);
+                    }
                 }
-            }
-            Verdict::Inconclusive => {
-                inconclusive += 1;
-                if inconclusive > plan.inconclusive_limit {
-                    return decided(vec!["inconclusive".into()], true);
+                Verdict::Inconclusive => {
+                    inconclusive += 1;
+                    if inconclusive > plan.inconclusive_limit {
+                        return decided(vec!["inconclusive".into()], true);
+                    }
                 }
+                Verdict::Pass => {}
             }
-            Verdict::Pass => {}
+        }
+        if refused(plan, trace, stage, &in_stage) {
+            return Outcome {
+                rolled_back_at: Some(n),
+                stage,
+                inconclusive: false,
+                requests: total_b.requests.min(total_c.requests),
+                why: vec![CAPACITY.into()],
+            };
         }
     }
     Outcome {
         rolled_back_at: None,
+        stage: plan.analyses.len().saturating_sub(1),
         inconclusive: false,
         requests: total_b.requests.min(total_c.requests),
         why: Vec::new(),
     }
+}
+
+/// What a replay rolled back on when the capacity gate refused a step.
+pub const CAPACITY: &str = "capacity gate";
+
+/// The capacity gate before the step out of `stage`, as `plan::capacity` runs it: every
+/// analysis of the stage with enough candidate requests predicts the candidate's utilization
+/// at the next stage's weight, from its CPU and I/O seconds per request (the GVL counters)
+/// and the total rate of both variants; the worst decides, and above `maxPredictedUtilization`
+/// the step is refused and the experiment rolled back. Never refuses without the counters
+/// (older traces), without a next stage, or with the gate `off`.
+fn refused(plan: &Plan, trace: &Trace, stage: usize, in_stage: &[(&Interval, &Interval)]) -> bool {
+    let (Some(max), Some(&weight)) = (plan.max_utilization, plan.weights.get(stage + 1)) else {
+        return false;
+    };
+    let env = |k: &str| {
+        trace
+            .candidate_env
+            .iter()
+            .find(|(key, _)| key == k)
+            .and_then(|(_, v)| v.parse::<u32>().ok())
+    };
+    let (workers, threads) = (
+        env("WEB_CONCURRENCY").unwrap_or(1),
+        env("RAILS_MAX_THREADS"),
+    );
+    let seconds = plan.interval_seconds as f64;
+    let worst = in_stage
+        .iter()
+        .filter(|(_, c)| c.requests >= plan.min_requests as f64 && c.requests > 0.0)
+        .filter_map(|(b, c)| {
+            let per_request = PerRequest {
+                cpu: c.running? / c.requests,
+                io: c.io_wait? / c.requests,
+                blocking: 0.0,
+            };
+            let capacity = pod_capacity(ServerKind::Puma, workers, threads, per_request, None)?;
+            let load = load_per_pod((b.requests + c.requests) / seconds, weight, 1)?;
+            Some(load / capacity.per_pod)
+        })
+        .fold(None, |worst: Option<f64>, u| {
+            Some(worst.map_or(u, |w| w.max(u)))
+        });
+    worst.is_some_and(|u| u > max)
 }
 
 /// A sequential check's data over the stage so far, as the operator reads it.
@@ -205,12 +274,7 @@ fn stage_data(
     }
 }
 
-fn sequential_run(
-    plan: &Plan,
-    rate: f64,
-    trace: &Trace,
-    intervals: &[(Interval, Interval)],
-) -> Outcome {
+fn sequential_run(plan: &Plan, rate: f64, trace: &Trace, mut draw: Cursor<'_>) -> Outcome {
     let tested: Vec<(&Judged, Bounds)> = plan
         .checks
         .iter()
@@ -226,17 +290,18 @@ fn sequential_run(
     let (mut failed, mut inconclusive) = (0, 0);
     let (mut total_b, mut total_c) = (Interval::default(), Interval::default());
     let mut last_baseline: Option<Interval> = None;
-    let mut next = intervals.iter();
     let mut n = 0;
     for (stage, &duration) in plan.analyses.iter().enumerate() {
         let full = plan.weights.get(stage).is_some_and(|w| *w >= 100);
         let (mut stage_b, mut stage_c) = (Interval::default(), Interval::default());
+        let mut in_stage = Vec::new();
         let mut k = 0;
         loop {
-            let Some((b, c)) = next.next() else {
+            let Some((b, c)) = draw.next(stage) else {
                 // The replay ran out before the experiment ended: not a rollback.
                 return Outcome {
                     rolled_back_at: None,
+                    stage,
                     inconclusive: false,
                     requests: total_b.requests.min(total_c.requests),
                     why: Vec::new(),
@@ -244,6 +309,7 @@ fn sequential_run(
             };
             n += 1;
             k += 1;
+            in_stage.push((b, c));
             for (acc, i) in [(&mut stage_b, b), (&mut total_b, b)] {
                 acc.add(i);
             }
@@ -253,6 +319,7 @@ fn sequential_run(
             let requests = total_b.requests.min(total_c.requests);
             let decided = |why: Vec<String>, inconclusive: bool| Outcome {
                 rolled_back_at: Some(n),
+                stage,
                 inconclusive,
                 requests,
                 why,
@@ -310,12 +377,22 @@ fn sequential_run(
                 break;
             }
         }
+        if refused(plan, trace, stage, &in_stage) {
+            return Outcome {
+                rolled_back_at: Some(n),
+                stage,
+                inconclusive: false,
+                requests: total_b.requests.min(total_c.requests),
+                why: vec![CAPACITY.into()],
+            };
+        }
         if !full {
             last_baseline = Some(stage_b);
         }
     }
     Outcome {
         rolled_back_at: None,
+        stage: plan.analyses.len().saturating_sub(1),
         inconclusive: false,
         requests: total_b.requests.min(total_c.requests),
         why: Vec::new(),

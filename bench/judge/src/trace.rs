@@ -11,7 +11,7 @@ pub struct Trace {
     pub regression: Option<String>,
     pub recorded: String,
     pub step_seconds: u32,
-    /// Requests per second each variant was sent.
+    /// Requests per second each variant was sent (with `stages`: both together).
     pub rate: u32,
     pub baseline_env: Vec<(String, String)>,
     pub candidate_env: Vec<(String, String)>,
@@ -20,6 +20,18 @@ pub struct Trace {
     pub queue_bounds: Vec<f64>,
     pub baseline: Series,
     pub candidate: Series,
+    /// Per-stage loads: the recording's stretches, each at one weight (the candidate got that
+    /// percentage of `rate`, the baseline the rest). Empty: each variant got `rate` throughout.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub stages: Vec<Segment>,
+}
+
+/// Steps `from..to` of a staged recording, when the candidate got `weight` % of the traffic.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct Segment {
+    pub weight: i32,
+    pub from: usize,
+    pub to: usize,
 }
 
 /// Per step: increments of the counters, and the memory at the step's end.
@@ -31,6 +43,12 @@ pub struct Series {
     pub latency: Vec<Vec<f64>>,
     pub queue: Vec<Vec<f64>>,
     pub memory: Vec<f64>,
+    /// Increments of the GVL counters (`ruby_running_seconds_total`,
+    /// `ruby_io_wait_seconds_total`): what the capacity gate reads. Empty in older traces.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub running: Vec<f64>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub io_wait: Vec<f64>,
 }
 
 impl Trace {
@@ -47,6 +65,26 @@ impl Trace {
             })
             .min()
             .unwrap_or(0)
+    }
+
+    /// Where a stage at `weight` % draws its analyses from: the stretch recorded at that
+    /// weight (else the first above it, else the last), and where its baseline comes from —
+    /// the same stretch, or at 100 % the one before it (the operator compares a candidate at
+    /// 100 % with the baseline's last stage). `None` for a trace without stages.
+    pub fn stretch(&self, weight: i32) -> Option<(Segment, Segment)> {
+        let i = self
+            .stages
+            .iter()
+            .position(|s| s.weight == weight)
+            .or_else(|| self.stages.iter().position(|s| s.weight >= weight))
+            .or_else(|| self.stages.len().checked_sub(1))?;
+        let here = *self.stages.get(i)?;
+        let baseline = if here.weight >= 100 && i > 0 {
+            self.stages[i - 1]
+        } else {
+            here
+        };
+        Some((here, baseline))
     }
 
     pub fn load(path: &std::path::Path) -> anyhow::Result<Trace> {
@@ -81,6 +119,9 @@ pub struct Interval {
     pub latency: Vec<f64>,
     pub queue: Vec<f64>,
     pub memory: f64,
+    /// GVL counter seconds (`None`: not recorded).
+    pub running: Option<f64>,
+    pub io_wait: Option<f64>,
 }
 
 impl Series {
@@ -99,12 +140,15 @@ impl Series {
             acc
         };
         let n = (to - from).max(1) as f64;
+        let counter = |v: &[f64]| (v.len() >= to).then(|| v[from..to].iter().sum());
         Interval {
             requests: self.requests[from..to].iter().sum(),
             errors: self.errors[from..to].iter().sum(),
             latency: sum(&self.latency),
             queue: sum(&self.queue),
             memory: self.memory[from..to].iter().sum::<f64>() / n,
+            running: counter(&self.running),
+            io_wait: counter(&self.io_wait),
         }
     }
 }
@@ -126,6 +170,9 @@ impl Interval {
             }
         }
         self.memory = other.memory;
+        let sum = |a: Option<f64>, b: Option<f64>| Some(a.unwrap_or(0.0) + b?);
+        self.running = sum(self.running, other.running);
+        self.io_wait = sum(self.io_wait, other.io_wait);
     }
 }
 

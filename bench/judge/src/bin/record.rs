@@ -1,11 +1,15 @@
-//! `record`: runs pairs of real gvl-sim servers side by side on loopback, each variant under its
-//! own open-model load (with `X-Request-Start`, as a load balancer sends), all scraped by a real
-//! Prometheus every second; then reads every pair's counters back from Prometheus per step and
-//! writes one trace per pair. Pairs run at once, so they share the machine as pods share a
-//! node — the noise an A/A experiment must not mistake for a regression.
+//! `record`: runs pairs of real servers side by side on loopback (gvl-sim, and the Ruby
+//! reference app under Puma), each variant under its own open-model load (with
+//! `X-Request-Start`, as a load balancer sends), all scraped by a real Prometheus every second;
+//! then reads every pair's counters back from Prometheus per step and writes one trace per
+//! pair. Pairs run at once, so they share the machine as pods share a node — the noise an A/A
+//! experiment must not mistake for a regression. A staged pair's loads follow README's stages:
+//! the recording in equal stretches, the candidate sent 30, 70, then 100 % of the pair's rate
+//! and the baseline the rest.
 //!
 //! `cargo run --release -p judge-bench --bin record -- --minutes 40`
-//! Needs `gvl-sim` (`--gvl-sim`, default: next to this binary) and `prometheus` (Debian's).
+//! Needs `gvl-sim` (`--gvl-sim`, default: next to this binary), `prometheus` (Debian's), and
+//! for the Ruby pairs `ruby` and `puma` (Debian's) with `server-images/ruby/bin/serve`.
 
 use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;
@@ -17,9 +21,9 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use anyhow::{bail, Context};
 use clap::Parser;
-use judge_bench::pairs::{pairs, Pair};
+use judge_bench::pairs::{pairs, Pair, Server};
 use judge_bench::readback::{bounds_of, bucket_steps, increments, range, variant_series};
-use judge_bench::trace::{Series, Trace};
+use judge_bench::trace::{Segment, Series, Trace};
 
 #[derive(Parser)]
 struct Args {
@@ -36,6 +40,9 @@ struct Args {
     gvl_sim: Option<PathBuf>,
     #[arg(long, default_value = "/usr/bin/prometheus")]
     prometheus: PathBuf,
+    /// The Ruby reference app's entry point.
+    #[arg(long, default_value = "server-images/ruby/bin/serve")]
+    ruby_app: PathBuf,
     /// Record only these pairs (default: all).
     #[arg(long)]
     only: Vec<String>,
@@ -51,7 +58,26 @@ impl Drop for Proc {
     }
 }
 
-fn start_server(bin: &Path, env: &[(&str, String)]) -> anyhow::Result<(Proc, SocketAddr)> {
+/// A variant being served: the process, where its requests go and where Prometheus scrapes.
+struct Served {
+    proc: Proc,
+    addr: SocketAddr,
+    metrics: SocketAddr,
+}
+
+fn start_server(
+    server: Server,
+    args: &Args,
+    gvl_sim: &Path,
+    env: &[(&str, String)],
+) -> anyhow::Result<Served> {
+    match server {
+        Server::GvlSim => start_gvl_sim(gvl_sim, env),
+        Server::Ruby => start_ruby(&args.ruby_app, env),
+    }
+}
+
+fn start_gvl_sim(bin: &Path, env: &[(&str, String)]) -> anyhow::Result<Served> {
     let mut child = Command::new(bin)
         .args(["serve", "--bind", "127.0.0.1"])
         .envs(env.iter().map(|(k, v)| (k, v)))
@@ -72,50 +98,221 @@ fn start_server(bin: &Path, env: &[(&str, String)]) -> anyhow::Result<(Proc, Soc
     std::thread::spawn(move || {
         let _ = std::io::copy(&mut stderr, &mut std::io::sink());
     });
-    Ok((Proc(child), addr))
+    Ok(Served {
+        proc: Proc(child),
+        addr,
+        metrics: addr,
+    })
 }
 
-/// Load for `secs`, in segments of the load generator's longest run (10 minutes), until then
-/// or until `stop` — the recording's end never leaves a load generator running.
+/// The Ruby reference app on two free ports (requests; `/metrics` from `bin/serve` itself, so
+/// a scrape never waits for a Puma thread), once both answer.
+fn start_ruby(serve: &Path, env: &[(&str, String)]) -> anyhow::Result<Served> {
+    let (port, metrics_port) = (free_port()?, free_port()?);
+    let child = Command::new(serve)
+        .envs(env.iter().map(|(k, v)| (k, v)))
+        .env("PORT", port.to_string())
+        .env("METRICS_PORT", metrics_port.to_string())
+        .env("BIND_HOST", "127.0.0.1")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .with_context(|| format!("starting {}", serve.display()))?;
+    let mut proc = Proc(child);
+    let addr: SocketAddr = ([127, 0, 0, 1], port).into();
+    let metrics: SocketAddr = ([127, 0, 0, 1], metrics_port).into();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while [addr, metrics]
+        .iter()
+        .any(|a| std::net::TcpStream::connect_timeout(a, Duration::from_millis(200)).is_err())
+    {
+        if let Ok(Some(status)) = proc.0.try_wait() {
+            bail!("{} exited: {status}", serve.display());
+        }
+        if Instant::now() > deadline {
+            bail!(
+                "{} did not listen on {port} and {metrics_port} within 60 s",
+                serve.display()
+            );
+        }
+        std::thread::sleep(Duration::from_millis(250));
+    }
+    Ok(Served {
+        proc,
+        addr,
+        metrics,
+    })
+}
+
+/// Resident memory of a process and all its descendants (a container's processes), bytes.
+fn tree_rss(root: u32) -> f64 {
+    let mut parent = std::collections::HashMap::new();
+    let mut rss = std::collections::HashMap::new();
+    let page = 4096.0;
+    for entry in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
+        let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else {
+            continue;
+        };
+        let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else {
+            continue;
+        };
+        // After the command's closing parenthesis: state, ppid, …, rss (field 24).
+        let Some(rest) = stat.rsplit_once(')').map(|(_, r)| r) else {
+            continue;
+        };
+        let fields: Vec<&str> = rest.split_whitespace().collect();
+        if let (Some(ppid), Some(pages)) = (
+            fields.get(1).and_then(|v| v.parse::<u32>().ok()),
+            fields.get(21).and_then(|v| v.parse::<f64>().ok()),
+        ) {
+            parent.insert(pid, ppid);
+            rss.insert(pid, pages * page);
+        }
+    }
+    rss.iter()
+        .filter(|(pid, _)| {
+            let mut p = **pid;
+            for _ in 0..64 {
+                if p == root {
+                    return true;
+                }
+                match parent.get(&p) {
+                    Some(&pp) if pp != 0 => p = pp,
+                    _ => return false,
+                }
+            }
+            false
+        })
+        .map(|(_, v)| v)
+        .sum()
+}
+
+/// Samples `tree_rss` of each root every second until `stop`: (unix seconds, bytes) per root.
+/// For servers that do not write `process_resident_memory_bytes` (the Ruby app; on the
+/// cluster the memory check reads the container's working set instead).
+fn sample_memory(
+    roots: Vec<u32>,
+    stop: Arc<AtomicBool>,
+) -> std::thread::JoinHandle<Vec<Vec<(f64, f64)>>> {
+    std::thread::spawn(move || {
+        let mut samples = vec![Vec::new(); roots.len()];
+        while !stop.load(Ordering::Relaxed) {
+            for (root, out) in roots.iter().zip(samples.iter_mut()) {
+                out.push((now(), tree_rss(*root)));
+            }
+            std::thread::sleep(Duration::from_secs(1));
+        }
+        samples
+    })
+}
+
+/// The sample nearest each step's end (`start + step × (i + 1)`), for `steps` steps.
+fn memory_at_steps(samples: &[(f64, f64)], start: f64, step: u32, steps: usize) -> Vec<f64> {
+    (1..=steps)
+        .map(|i| {
+            let t = start + f64::from(step) * i as f64;
+            samples
+                .iter()
+                .min_by(|a, b| (a.0 - t).abs().total_cmp(&(b.0 - t).abs()))
+                .map_or(0.0, |s| s.1)
+        })
+        .collect()
+}
+
+/// Load following `schedule` (requests/s, seconds; 0: none), in runs of at most the load
+/// generator's longest (10 minutes), until its end or until `stop` — the recording's end never
+/// leaves a load generator running.
 fn start_load(
     bin: &Path,
     addr: SocketAddr,
-    rate: u32,
-    secs: u64,
+    schedule: Vec<(u32, u64)>,
     stop: Arc<AtomicBool>,
 ) -> std::thread::JoinHandle<()> {
     let bin = bin.to_path_buf();
     std::thread::spawn(move || {
-        let end = Instant::now() + Duration::from_secs(secs);
-        while let Some(left) = end.checked_duration_since(Instant::now()) {
-            let segment = left.as_secs().clamp(1, 600);
-            let Ok(child) = Command::new(&bin)
-                .args(["load", "--url", &format!("http://{addr}/")])
-                .args([
-                    "--rate",
-                    &rate.to_string(),
-                    "--duration",
-                    &format!("{segment}s"),
-                ])
-                .args(["--connections", "16"])
-                .stdout(Stdio::null())
-                .stderr(Stdio::null())
-                .spawn()
-            else {
-                return;
-            };
-            let mut child = Proc(child);
-            while matches!(child.0.try_wait(), Ok(None)) {
+        for (rate, secs) in schedule {
+            let end = Instant::now() + Duration::from_secs(secs);
+            while let Some(left) = end.checked_duration_since(Instant::now()) {
                 if stop.load(Ordering::Relaxed) {
-                    return; // Proc's drop kills it.
+                    return;
                 }
-                std::thread::sleep(Duration::from_millis(200));
-            }
-            if segment <= 1 {
-                return;
+                if rate == 0 {
+                    std::thread::sleep(left.min(Duration::from_millis(200)));
+                    continue;
+                }
+                let segment = left.as_secs().clamp(1, 600);
+                let Ok(child) = Command::new(&bin)
+                    .args(["load", "--url", &format!("http://{addr}/")])
+                    .args([
+                        "--rate",
+                        &rate.to_string(),
+                        "--duration",
+                        &format!("{segment}s"),
+                    ])
+                    .args(["--connections", "16"])
+                    .stdout(Stdio::null())
+                    .stderr(Stdio::null())
+                    .spawn()
+                else {
+                    return;
+                };
+                let mut child = Proc(child);
+                while matches!(child.0.try_wait(), Ok(None)) {
+                    if stop.load(Ordering::Relaxed) {
+                        return; // Proc's drop kills it.
+                    }
+                    std::thread::sleep(Duration::from_millis(200));
+                }
+                if segment <= 1 {
+                    break;
+                }
             }
         }
     })
+}
+
+/// Each variant's load over the recording (`secs` after `warmup`): the pair's rate throughout,
+/// or per stage the candidate's share of it and the baseline the rest.
+fn schedules(pair: &Pair, rate: u32, warmup: u64, secs: u64) -> [Vec<(u32, u64)>; 2] {
+    if pair.stages.is_empty() {
+        return [
+            vec![(rate, warmup + secs + 5)],
+            vec![(rate, warmup + secs + 5)],
+        ];
+    }
+    let per = secs / pair.stages.len() as u64;
+    let share = |w: i32| (f64::from(rate) * f64::from(w) / 100.0).round() as u32;
+    let mut out = [Vec::new(), Vec::new()];
+    for (i, &w) in pair.stages.iter().enumerate() {
+        // The first stretch also warms up; the last runs 5 s past the recording's end.
+        let d = per
+            + if i == 0 { warmup } else { 0 }
+            + if i + 1 == pair.stages.len() {
+                secs % per.max(1) + 5
+            } else {
+                0
+            };
+        out[0].push((rate - share(w), d));
+        out[1].push((share(w), d));
+    }
+    out
+}
+
+/// A staged pair's stretches, in steps of the recording.
+fn segments(pair: &Pair, secs: u64, step: u32) -> Vec<Segment> {
+    let n = pair.stages.len() as u64;
+    pair.stages
+        .iter()
+        .enumerate()
+        .map(|(i, &weight)| {
+            let at = |k: u64| (secs * k / n.max(1) / u64::from(step)) as usize;
+            Segment {
+                weight,
+                from: at(i as u64),
+                to: at(i as u64 + 1),
+            }
+        })
+        .collect()
 }
 
 fn free_port() -> anyhow::Result<u16> {
@@ -150,16 +347,24 @@ async fn main() -> anyhow::Result<()> {
         .collect();
     let mut servers = Vec::new();
     let mut targets = String::new();
-    let mut addrs = Vec::new();
+    // Per variant: its load's address and schedule; the Ruby app's process for memory.
+    let mut loads_of = Vec::new();
+    let (warmup, secs) = (20u64, args.minutes * 60);
     for pair in &pairs {
-        for (variant, env) in [("baseline", &pair.baseline), ("candidate", &pair.candidate)] {
-            let (proc, addr) = start_server(&gvl_sim, env)?;
-            servers.push(proc);
-            addrs.push((pair.rate.unwrap_or(args.rate), addr));
+        let rate = pair.rate.unwrap_or(args.rate);
+        let schedules = schedules(pair, rate, warmup, secs);
+        for ((variant, env), schedule) in
+            [("baseline", &pair.baseline), ("candidate", &pair.candidate)]
+                .into_iter()
+                .zip(schedules)
+        {
+            let served = start_server(pair.server, &args, &gvl_sim, env)?;
+            loads_of.push((served.addr, schedule));
             targets.push_str(&format!(
-                "      - targets: ['{addr}']\n        labels: {{pair: '{}', variant: {variant}}}\n",
-                pair.name
+                "      - targets: ['{}']\n        labels: {{pair: '{}', variant: {variant}}}\n",
+                served.metrics, pair.name
             ));
+            servers.push((pair.name, variant, pair.server, served));
         }
     }
     let dir = std::env::temp_dir().join(format!("judge-record-{}", std::process::id()));
@@ -186,21 +391,16 @@ async fn main() -> anyhow::Result<()> {
             .spawn()?,
     );
     let url = format!("http://127.0.0.1:{port}");
-    let secs = args.minutes * 60;
-    // 20 s of warm-up (connections, first scrapes) are not recorded.
-    let warmup = 20.0;
     let stop = Arc::new(AtomicBool::new(false));
-    let loads: Vec<_> = addrs
+    let ruby_roots: Vec<u32> = servers
         .iter()
-        .map(|(rate, addr)| {
-            start_load(
-                &gvl_sim,
-                *addr,
-                *rate,
-                secs + warmup as u64 + 5,
-                stop.clone(),
-            )
-        })
+        .filter(|s| s.2 == Server::Ruby)
+        .map(|s| s.3.proc.0.id())
+        .collect();
+    let memory_sampler = sample_memory(ruby_roots, stop.clone());
+    let loads: Vec<_> = loads_of
+        .into_iter()
+        .map(|(addr, schedule)| start_load(&gvl_sim, addr, schedule, stop.clone()))
         .collect();
     let started = now();
     eprintln!(
@@ -208,9 +408,10 @@ async fn main() -> anyhow::Result<()> {
         pairs.len(),
         args.minutes
     );
-    tokio::time::sleep(Duration::from_secs(secs + warmup as u64 + 3)).await;
+    tokio::time::sleep(Duration::from_secs(secs + warmup + 3)).await;
     stop.store(true, Ordering::Relaxed);
-    let (start, end) = (started + warmup, started + warmup + secs as f64);
+    let memory_samples = memory_sampler.join().unwrap_or_default();
+    let (start, end) = (started + warmup as f64, started + (warmup + secs) as f64);
     let client = reqwest::Client::new();
     std::fs::create_dir_all(&args.out)?;
     for pair in &pairs {
@@ -251,7 +452,39 @@ async fn main() -> anyhow::Result<()> {
             args.step,
         )
         .await?;
+        let running = range(
+            &client,
+            &url,
+            &q("ruby_running_seconds_total"),
+            start,
+            end,
+            args.step,
+        )
+        .await?;
+        let io_wait = range(
+            &client,
+            &url,
+            &q("ruby_io_wait_seconds_total"),
+            start,
+            end,
+            args.step,
+        )
+        .await?;
         let (latency_bounds, queue_bounds) = (bounds_of(&latency), bounds_of(&queue));
+        let steps = (secs / u64::from(args.step)) as usize;
+        // The Ruby app's memory: the sampler's, in the order its roots were taken.
+        let ruby_memory = |variant: &str| {
+            let k = servers
+                .iter()
+                .filter(|s| s.2 == Server::Ruby)
+                .position(|s| s.0 == pair.name && s.1 == variant)?;
+            Some(memory_at_steps(
+                memory_samples.get(k)?,
+                start,
+                args.step,
+                steps,
+            ))
+        };
         let series = |variant: &str| {
             let sum = |errors_only: bool| {
                 let mut total: Vec<f64> = Vec::new();
@@ -268,15 +501,29 @@ async fn main() -> anyhow::Result<()> {
                 }
                 total
             };
+            let counter = |rows| {
+                variant_series(rows, variant)
+                    .next()
+                    .map(|(_, v)| increments(v))
+                    .unwrap_or_default()
+            };
+            let requests = sum(false);
+            let mut errors = sum(true);
+            // No 5xx series at all (the Ruby app writes a status only once answered): none.
+            errors.resize(requests.len(), 0.0);
             Series {
-                requests: sum(false),
-                errors: sum(true),
+                requests,
+                errors,
                 latency: bucket_steps(&latency, variant, &latency_bounds),
                 queue: bucket_steps(&queue, variant, &queue_bounds),
-                memory: variant_series(&memory, variant)
-                    .next()
-                    .map(|(_, v)| v.iter().skip(1).copied().collect())
-                    .unwrap_or_default(),
+                memory: ruby_memory(variant).unwrap_or_else(|| {
+                    variant_series(&memory, variant)
+                        .next()
+                        .map(|(_, v)| v.iter().skip(1).copied().collect())
+                        .unwrap_or_default()
+                }),
+                running: counter(&running),
+                io_wait: counter(&io_wait),
             }
         };
         let env =
@@ -296,6 +543,7 @@ async fn main() -> anyhow::Result<()> {
             candidate: series("candidate"),
             latency_bounds: latency_bounds.clone(),
             queue_bounds: queue_bounds.clone(),
+            stages: segments(pair, secs, args.step),
         };
         let path = args.out.join(format!("{}.json", pair.name));
         std::fs::write(&path, serde_json::to_string(&trace)?)?;
