@@ -13,6 +13,7 @@
 
 use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;
+use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -58,9 +59,47 @@ impl Drop for Proc {
     }
 }
 
+/// A child leading its own process group (the Ruby app: `bin/serve`, Puma's master and
+/// worker, the delay server): the whole group is stopped on drop, TERM first.
+struct Group(Child);
+
+impl Drop for Group {
+    fn drop(&mut self) {
+        let group = format!("-{}", self.0.id());
+        let kill = |signal: &str| {
+            let _ = Command::new("kill")
+                .args([signal, "--", &group])
+                .stderr(Stdio::null())
+                .status();
+        };
+        kill("-TERM");
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while matches!(self.0.try_wait(), Ok(None)) && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        kill("-KILL");
+        let _ = self.0.wait();
+    }
+}
+
+/// A server's process, stopped on drop.
+enum Running {
+    One(Proc),
+    Group(Group),
+}
+
+impl Running {
+    fn id(&self) -> u32 {
+        match self {
+            Running::One(p) => p.0.id(),
+            Running::Group(g) => g.0.id(),
+        }
+    }
+}
+
 /// A variant being served: the process, where its requests go and where Prometheus scrapes.
 struct Served {
-    proc: Proc,
+    proc: Running,
     addr: SocketAddr,
     metrics: SocketAddr,
 }
@@ -99,7 +138,7 @@ fn start_gvl_sim(bin: &Path, env: &[(&str, String)]) -> anyhow::Result<Served> {
         let _ = std::io::copy(&mut stderr, &mut std::io::sink());
     });
     Ok(Served {
-        proc: Proc(child),
+        proc: Running::One(Proc(child)),
         addr,
         metrics: addr,
     })
@@ -114,11 +153,12 @@ fn start_ruby(serve: &Path, env: &[(&str, String)]) -> anyhow::Result<Served> {
         .env("PORT", port.to_string())
         .env("METRICS_PORT", metrics_port.to_string())
         .env("BIND_HOST", "127.0.0.1")
+        .process_group(0)
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
         .with_context(|| format!("starting {}", serve.display()))?;
-    let mut proc = Proc(child);
+    let mut proc = Group(child);
     let addr: SocketAddr = ([127, 0, 0, 1], port).into();
     let metrics: SocketAddr = ([127, 0, 0, 1], metrics_port).into();
     let deadline = Instant::now() + Duration::from_secs(60);
@@ -138,7 +178,7 @@ fn start_ruby(serve: &Path, env: &[(&str, String)]) -> anyhow::Result<Served> {
         std::thread::sleep(Duration::from_millis(250));
     }
     Ok(Served {
-        proc,
+        proc: Running::Group(proc),
         addr,
         metrics,
     })
@@ -226,6 +266,7 @@ fn start_load(
     bin: &Path,
     addr: SocketAddr,
     schedule: Vec<(u32, u64)>,
+    connections: u32,
     stop: Arc<AtomicBool>,
 ) -> std::thread::JoinHandle<()> {
     let bin = bin.to_path_buf();
@@ -249,7 +290,7 @@ fn start_load(
                         "--duration",
                         &format!("{segment}s"),
                     ])
-                    .args(["--connections", "16"])
+                    .args(["--connections", &connections.to_string()])
                     .stdout(Stdio::null())
                     .stderr(Stdio::null())
                     .spawn()
@@ -359,7 +400,7 @@ async fn main() -> anyhow::Result<()> {
                 .zip(schedules)
         {
             let served = start_server(pair.server, &args, &gvl_sim, env)?;
-            loads_of.push((served.addr, schedule));
+            loads_of.push((served.addr, schedule, pair.connections));
             targets.push_str(&format!(
                 "      - targets: ['{}']\n        labels: {{pair: '{}', variant: {variant}}}\n",
                 served.metrics, pair.name
@@ -395,12 +436,14 @@ async fn main() -> anyhow::Result<()> {
     let ruby_roots: Vec<u32> = servers
         .iter()
         .filter(|s| s.2 == Server::Ruby)
-        .map(|s| s.3.proc.0.id())
+        .map(|s| s.3.proc.id())
         .collect();
     let memory_sampler = sample_memory(ruby_roots, stop.clone());
     let loads: Vec<_> = loads_of
         .into_iter()
-        .map(|(addr, schedule)| start_load(&gvl_sim, addr, schedule, stop.clone()))
+        .map(|(addr, schedule, connections)| {
+            start_load(&gvl_sim, addr, schedule, connections, stop.clone())
+        })
         .collect();
     let started = now();
     eprintln!(
