@@ -56,6 +56,30 @@ pub struct Outcome {
     pub why: Vec<String>,
 }
 
+impl Outcome {
+    fn rolled_back(at: usize, stage: usize, requests: f64, why: Vec<String>) -> Outcome {
+        let inconclusive = why == ["inconclusive"];
+        Outcome {
+            rolled_back_at: Some(at),
+            stage,
+            inconclusive,
+            requests,
+            why,
+        }
+    }
+
+    /// Promoted, or the replay ran out in `stage` before the experiment ended.
+    fn not_rolled_back(stage: usize, requests: f64) -> Outcome {
+        Outcome {
+            rolled_back_at: None,
+            stage,
+            inconclusive: false,
+            requests,
+            why: Vec::new(),
+        }
+    }
+}
+
 fn quantile_of(check: &Check) -> f64 {
     check.quantile.unwrap_or(0.99)
 }
@@ -148,47 +172,31 @@ fn per_interval_run(plan: &Plan, trace: &Trace, mut draw: Cursor<'_>) -> Outcome
             total_c.add(c);
             in_stage.push((b, c));
             let requests = total_b.requests.min(total_c.requests);
-            let decided = |why: Vec<String>, inconclusive: bool| Outcome {
-                rolled_back_at: Some(n),
-                stage,
-                inconclusive,
-                requests,
-                why,
-            };
+            let decided = |why: Vec<String>| Outcome::rolled_back(n, stage, requests, why);
             let (verdict, why) = per_interval(plan.checks.iter(), plan.min_requests, trace, b, c);
             match verdict {
                 Verdict::Fail => {
                     failed += 1;
                     if failed > plan.failure_limit {
-                        return decided(why, false);
+                        return decided(why);
                     }
                 }
                 Verdict::Inconclusive => {
                     inconclusive += 1;
                     if inconclusive > plan.inconclusive_limit {
-                        return decided(vec!["inconclusive".into()], true);
+                        return decided(vec!["inconclusive".into()]);
                     }
                 }
                 Verdict::Pass => {}
             }
         }
         if refused(plan, trace, stage, &in_stage) {
-            return Outcome {
-                rolled_back_at: Some(n),
-                stage,
-                inconclusive: false,
-                requests: total_b.requests.min(total_c.requests),
-                why: vec![CAPACITY.into()],
-            };
+            let requests = total_b.requests.min(total_c.requests);
+            return Outcome::rolled_back(n, stage, requests, vec![CAPACITY.into()]);
         }
     }
-    Outcome {
-        rolled_back_at: None,
-        stage: plan.analyses.len().saturating_sub(1),
-        inconclusive: false,
-        requests: total_b.requests.min(total_c.requests),
-        why: Vec::new(),
-    }
+    let last = plan.analyses.len().saturating_sub(1);
+    Outcome::not_rolled_back(last, total_b.requests.min(total_c.requests))
 }
 
 /// What a replay rolled back on when the capacity gate refused a step.
@@ -299,13 +307,7 @@ fn sequential_run(plan: &Plan, rate: f64, trace: &Trace, mut draw: Cursor<'_>) -
         loop {
             let Some((b, c)) = draw.next(stage) else {
                 // The replay ran out before the experiment ended: not a rollback.
-                return Outcome {
-                    rolled_back_at: None,
-                    stage,
-                    inconclusive: false,
-                    requests: total_b.requests.min(total_c.requests),
-                    why: Vec::new(),
-                };
+                return Outcome::not_rolled_back(stage, total_b.requests.min(total_c.requests));
             };
             n += 1;
             k += 1;
@@ -317,13 +319,7 @@ fn sequential_run(plan: &Plan, rate: f64, trace: &Trace, mut draw: Cursor<'_>) -
                 acc.add(i);
             }
             let requests = total_b.requests.min(total_c.requests);
-            let decided = |why: Vec<String>, inconclusive: bool| Outcome {
-                rolled_back_at: Some(n),
-                stage,
-                inconclusive,
-                requests,
-                why,
-            };
+            let decided = |why: Vec<String>| Outcome::rolled_back(n, stage, requests, why);
             let baseline = if full {
                 last_baseline.as_ref()
             } else {
@@ -353,19 +349,19 @@ fn sequential_run(plan: &Plan, rate: f64, trace: &Trace, mut draw: Cursor<'_>) -
             match verdict {
                 Verdict::Fail if shown_worse(&results) => {
                     let why = results.iter().filter(|r| r.shown_worse());
-                    return decided(why.map(|r| r.name.clone()).collect(), false);
+                    return decided(why.map(|r| r.name.clone()).collect());
                 }
                 Verdict::Fail => {
                     failed += 1;
                     if failed > plan.failure_limit {
-                        return decided(failing, false);
+                        return decided(failing);
                     }
                 }
                 Verdict::Inconclusive => {
                     if !(only_waiting(&results) && k < duration) {
                         inconclusive += 1;
                         if inconclusive > plan.inconclusive_limit {
-                            return decided(vec!["inconclusive".into()], true);
+                            return decided(vec!["inconclusive".into()]);
                         }
                     }
                 }
@@ -378,25 +374,15 @@ fn sequential_run(plan: &Plan, rate: f64, trace: &Trace, mut draw: Cursor<'_>) -
             }
         }
         if refused(plan, trace, stage, &in_stage) {
-            return Outcome {
-                rolled_back_at: Some(n),
-                stage,
-                inconclusive: false,
-                requests: total_b.requests.min(total_c.requests),
-                why: vec![CAPACITY.into()],
-            };
+            let requests = total_b.requests.min(total_c.requests);
+            return Outcome::rolled_back(n, stage, requests, vec![CAPACITY.into()]);
         }
         if !full {
             last_baseline = Some(stage_b);
         }
     }
-    Outcome {
-        rolled_back_at: None,
-        stage: plan.analyses.len().saturating_sub(1),
-        inconclusive: false,
-        requests: total_b.requests.min(total_c.requests),
-        why: Vec::new(),
-    }
+    let last = plan.analyses.len().saturating_sub(1);
+    Outcome::not_rolled_back(last, total_b.requests.min(total_c.requests))
 }
 
 /// One check judged per interval by the operator's `judge_check`.
