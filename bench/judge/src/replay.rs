@@ -11,10 +11,9 @@ use concurrency_operator::api::{BuiltinMetric, Check, CheckResult, Evidence, Ver
 use concurrency_operator::plan::{only_waiting, shown_no_worse, shown_worse};
 
 use crate::bootstrap::{Cursor, Draw};
+use crate::gate::{refused, CAPACITY};
 use crate::manifest::{Judged, Plan};
 use crate::trace::{histogram_quantile, Interval, Trace};
-use concurrency_operator::analysis::{load_per_pod, pod_capacity, PerRequest};
-use concurrency_operator::api::ServerKind;
 
 use concurrency_operator::analysis::judge::QUEUE_TIME_FLOOR as QUEUE_FLOOR;
 
@@ -197,50 +196,6 @@ fn per_interval_run(plan: &Plan, trace: &Trace, mut draw: Cursor<'_>) -> Outcome
     }
     let last = plan.analyses.len().saturating_sub(1);
     Outcome::not_rolled_back(last, total_b.requests.min(total_c.requests))
-}
-
-/// What a replay rolled back on when the capacity gate refused a step.
-pub const CAPACITY: &str = "capacity gate";
-
-/// The capacity gate before the step out of `stage`, as `plan::capacity` runs it: every
-/// analysis of the stage with enough candidate requests predicts the candidate's utilization
-/// at the next stage's weight, from its CPU and I/O seconds per request (the GVL counters)
-/// and the total rate of both variants; the worst decides, and above `maxPredictedUtilization`
-/// the step is refused and the experiment rolled back. Never refuses without the counters
-/// (older traces), without a next stage, or with the gate `off`.
-fn refused(plan: &Plan, trace: &Trace, stage: usize, in_stage: &[(&Interval, &Interval)]) -> bool {
-    let (Some(max), Some(&weight)) = (plan.max_utilization, plan.weights.get(stage + 1)) else {
-        return false;
-    };
-    let env = |k: &str| {
-        trace
-            .candidate_env
-            .iter()
-            .find(|(key, _)| key == k)
-            .and_then(|(_, v)| v.parse::<u32>().ok())
-    };
-    let (workers, threads) = (
-        env("WEB_CONCURRENCY").unwrap_or(1),
-        env("RAILS_MAX_THREADS"),
-    );
-    let seconds = plan.interval_seconds as f64;
-    let worst = in_stage
-        .iter()
-        .filter(|(_, c)| c.requests >= plan.min_requests as f64 && c.requests > 0.0)
-        .filter_map(|(b, c)| {
-            let per_request = PerRequest {
-                cpu: c.running? / c.requests,
-                io: c.io_wait? / c.requests,
-                blocking: 0.0,
-            };
-            let capacity = pod_capacity(ServerKind::Puma, workers, threads, per_request, None)?;
-            let load = load_per_pod((b.requests + c.requests) / seconds, weight, 1)?;
-            Some(load / capacity.per_pod)
-        })
-        .fold(None, |worst: Option<f64>, u| {
-            Some(worst.map_or(u, |w| w.max(u)))
-        });
-    worst.is_some_and(|u| u > max)
 }
 
 /// A sequential check's data over the stage so far, as the operator reads it.

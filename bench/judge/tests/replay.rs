@@ -4,8 +4,9 @@
 use std::path::Path;
 
 use judge_bench::bootstrap::{resample, Rng};
+use judge_bench::gate::CAPACITY;
 use judge_bench::manifest::{load_spec, Plan};
-use judge_bench::replay::{run, Rule, CAPACITY};
+use judge_bench::replay::{run, Rule};
 use judge_bench::trace::{histogram_quantile, Segment, Series, Trace};
 
 #[test]
