@@ -4,7 +4,7 @@
 //! blocks keep both, where resampling single requests would make them independent.
 
 use crate::manifest::Plan;
-use crate::trace::{Interval, Trace};
+use crate::trace::{Interval, Segment, Trace};
 
 /// SplitMix64: deterministic, so the figures in docs/benchmarks/judge.md can be reproduced.
 pub struct Rng(pub u64);
@@ -89,69 +89,87 @@ impl<'a> Cursor<'a> {
 pub fn resample(trace: &Trace, plan: &Plan, block: usize, rng: &mut Rng) -> Option<Draw> {
     let per = (plan.interval_seconds as usize / trace.step_seconds.max(1) as usize).max(1);
     let block = block.max(1);
-    let block_steps = per * block;
     if !trace.stages.is_empty() {
         return staged(trace, plan, per, block, rng);
     }
-    let steps = trace.steps();
-    if steps < block_steps {
-        return None;
-    }
-    let wanted = 2 * plan.total_analyses();
-    let mut out = Vec::with_capacity(wanted);
-    while out.len() < wanted {
-        let start = rng.below(steps - block_steps + 1);
-        for k in 0..block {
-            let (from, to) = (start + k * per, start + (k + 1) * per);
-            out.push((
-                trace.baseline.interval(from, to),
-                trace.candidate.interval(from, to),
-            ));
-        }
-    }
-    out.truncate(wanted);
+    let whole = Segment {
+        weight: 100,
+        from: 0,
+        to: trace.steps(),
+    };
+    let out = blocks(
+        trace,
+        (whole, whole),
+        per,
+        block,
+        2 * plan.total_analyses(),
+        rng,
+    )?;
     Some(Draw { lists: vec![out] })
 }
 
-/// A staged trace: each stage's intervals from the stretch recorded at its weight, blocks at
-/// random starts within it (shorter, where a stretch holds fewer intervals than a block); at 100 % the baseline's from the stretch before, in blocks of
-/// their own (the operator compares with the baseline's last stage, not a live one).
+/// A staged trace: each stage's intervals from the stretch recorded at its weight (blocks
+/// shorter where a stretch holds fewer intervals than a block); at 100 % the baseline's from
+/// the stretch before, in blocks of their own (the operator compares with the baseline's last
+/// stage, not a live one).
 fn staged(trace: &Trace, plan: &Plan, per: usize, block: usize, rng: &mut Rng) -> Option<Draw> {
     let steps = trace.steps();
+    let fits = |s: Segment| s.to.min(steps).saturating_sub(s.from) / per;
     let mut lists = Vec::with_capacity(plan.weights.len());
     for (&weight, &analyses) in plan.weights.iter().zip(&plan.analyses) {
         let (here, before) = trace.stretch(weight)?;
-        // A stretch shorter than a block (long intervals) takes blocks as long as it is.
-        let fits = |s: crate::trace::Segment| s.to.min(steps).saturating_sub(s.from) / per;
         let block = block.min(fits(here)).min(fits(before));
         if block == 0 {
             return None;
         }
-        let start_in = |s: crate::trace::Segment, rng: &mut Rng| {
-            let to = s.to.min(steps);
-            let room = to.checked_sub(s.from)?.checked_sub(per * block)?;
-            Some(s.from + rng.below(room + 1))
-        };
-        let wanted = 2 * analyses;
-        let mut out = Vec::with_capacity(wanted);
-        while out.len() < wanted {
-            let start = start_in(here, rng)?;
-            let baseline_start = if before == here {
-                start
-            } else {
-                start_in(before, rng)?
-            };
-            for k in 0..block {
-                let at = |s: usize| (s + k * per, s + (k + 1) * per);
-                let ((bf, bt), (cf, ct)) = (at(baseline_start), at(start));
-                out.push((
-                    trace.baseline.interval(bf, bt),
-                    trace.candidate.interval(cf, ct),
-                ));
-            }
-        }
-        out.truncate(wanted);
-        lists.push(out);
+        lists.push(blocks(
+            trace,
+            (here, before),
+            per,
+            block,
+            2 * analyses,
+            rng,
+        )?);
     }
     Some(Draw { lists })
+}
+
+/// `wanted` intervals of `per` steps, in blocks of `block` at random starts: the candidate's
+/// from `here`, the baseline's from the same steps or, when `before` is another stretch, from
+/// a start of its own there. `None` when a stretch is shorter than one block.
+fn blocks(
+    trace: &Trace,
+    (here, before): (Segment, Segment),
+    per: usize,
+    block: usize,
+    wanted: usize,
+    rng: &mut Rng,
+) -> Option<Vec<(Interval, Interval)>> {
+    let steps = trace.steps();
+    let start_in = |s: Segment, rng: &mut Rng| {
+        let room =
+            s.to.min(steps)
+                .checked_sub(s.from)?
+                .checked_sub(per * block)?;
+        Some(s.from + rng.below(room + 1))
+    };
+    let mut out = Vec::with_capacity(wanted);
+    while out.len() < wanted {
+        let start = start_in(here, rng)?;
+        let baseline_start = if before == here {
+            start
+        } else {
+            start_in(before, rng)?
+        };
+        for k in 0..block {
+            let at = |s: usize| (s + k * per, s + (k + 1) * per);
+            let ((bf, bt), (cf, ct)) = (at(baseline_start), at(start));
+            out.push((
+                trace.baseline.interval(bf, bt),
+                trace.candidate.interval(cf, ct),
+            ));
+        }
+    }
+    out.truncate(wanted);
+    Some(out)
 }

@@ -50,8 +50,6 @@ pub fn refused(
             let load = load_per_pod((b.requests + c.requests) / seconds, weight, 1)?;
             Some(load / capacity.per_pod)
         })
-        .fold(None, |worst: Option<f64>, u| {
-            Some(worst.map_or(u, |w| w.max(u)))
-        });
+        .max_by(f64::total_cmp);
     worst.is_some_and(|u| u > max)
 }

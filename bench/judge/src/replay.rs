@@ -57,13 +57,20 @@ pub struct Outcome {
 
 impl Outcome {
     fn rolled_back(at: usize, stage: usize, requests: f64, why: Vec<String>) -> Outcome {
-        let inconclusive = why == ["inconclusive"];
         Outcome {
             rolled_back_at: Some(at),
             stage,
-            inconclusive,
+            inconclusive: false,
             requests,
             why,
+        }
+    }
+
+    /// Rolled back for inconclusive analyses beyond `inconclusiveLimit`.
+    fn gave_up(at: usize, stage: usize, requests: f64) -> Outcome {
+        Outcome {
+            inconclusive: true,
+            ..Outcome::rolled_back(at, stage, requests, vec!["inconclusive".into()])
         }
     }
 
@@ -183,7 +190,7 @@ fn per_interval_run(plan: &Plan, trace: &Trace, mut draw: Cursor<'_>) -> Outcome
                 Verdict::Inconclusive => {
                     inconclusive += 1;
                     if inconclusive > plan.inconclusive_limit {
-                        return decided(vec!["inconclusive".into()]);
+                        return Outcome::gave_up(n, stage, requests);
                     }
                 }
                 Verdict::Pass => {}
@@ -316,7 +323,7 @@ fn sequential_run(plan: &Plan, rate: f64, trace: &Trace, mut draw: Cursor<'_>) -
                     if !(only_waiting(&results) && k < duration) {
                         inconclusive += 1;
                         if inconclusive > plan.inconclusive_limit {
-                            return decided(vec!["inconclusive".into()]);
+                            return Outcome::gave_up(n, stage, requests);
                         }
                     }
                 }

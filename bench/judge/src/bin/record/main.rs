@@ -23,7 +23,7 @@ use std::time::Duration;
 use anyhow::bail;
 use clap::Parser;
 use judge_bench::pairs::{pairs, Pair, Server};
-use judge_bench::readback::{bounds_of, bucket_steps, increments, range, variant_series};
+use judge_bench::readback::{bounds_of, bucket_steps, increments, range, variant_series, Rows};
 use judge_bench::trace::{Series, Trace};
 
 use loads::{schedules, segments, start_load};
@@ -143,60 +143,20 @@ async fn main() -> anyhow::Result<()> {
     std::fs::create_dir_all(&args.out)?;
     for pair in &pairs {
         let q = |metric: &str| format!("{metric}{{pair=\"{}\"}}", pair.name);
-        let latency = range(
-            &client,
-            &url,
-            &q("rails_request_duration_seconds_bucket"),
-            start,
-            end,
-            args.step,
-        )
-        .await?;
-        let queue = range(
-            &client,
-            &url,
-            &q("rails_request_queue_time_seconds_bucket"),
-            start,
-            end,
-            args.step,
-        )
-        .await?;
-        let requests = range(
-            &client,
-            &url,
-            &q("rails_requests_total"),
-            start,
-            end,
-            args.step,
-        )
-        .await?;
-        let memory = range(
-            &client,
-            &url,
-            &q("process_resident_memory_bytes"),
-            start,
-            end,
-            args.step,
-        )
-        .await?;
-        let running = range(
-            &client,
-            &url,
-            &q("ruby_running_seconds_total"),
-            start,
-            end,
-            args.step,
-        )
-        .await?;
-        let io_wait = range(
-            &client,
-            &url,
-            &q("ruby_io_wait_seconds_total"),
-            start,
-            end,
-            args.step,
-        )
-        .await?;
+        let mut rows = Vec::new();
+        for metric in [
+            "rails_request_duration_seconds_bucket",
+            "rails_request_queue_time_seconds_bucket",
+            "rails_requests_total",
+            "process_resident_memory_bytes",
+            "ruby_running_seconds_total",
+            "ruby_io_wait_seconds_total",
+        ] {
+            rows.push(range(&client, &url, &q(metric), start, end, args.step).await?);
+        }
+        let [latency, queue, requests, memory, running, io_wait]: [Rows; 6] = rows
+            .try_into()
+            .map_err(|_| anyhow::anyhow!("six queries, six answers"))?;
         let (latency_bounds, queue_bounds) = (bounds_of(&latency), bounds_of(&queue));
         let steps = (secs / u64::from(args.step)) as usize;
         // The Ruby app's memory: the sampler's, in the order its roots were taken.
